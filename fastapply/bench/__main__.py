@@ -1,0 +1,44 @@
+"""``python -m fastapply.bench {drafting,merge,runtime,serve} ...``
+
+Each subcommand lives in ``fastapply/bench/<name>.py`` and exposes
+``add_arguments(parser)`` and ``run(args) -> dict``; the dict is printed as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from fastapply.bench.common import emit
+
+SUBCOMMANDS = {
+    "drafting": "drafter tokens/step against an oracle target, and per-step overhead",
+    "merge": "exact-match rate of the deterministic merge per snippet format",
+    "runtime": "greedy vs prompt lookup vs speculative edits on a real model (lossless check)",
+    "serve": "Triton/gRPC overhead against in-process merges",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fastapply.bench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    modules = {}
+    for name, help_text in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(f"fastapply.bench.{name}")
+        except ModuleNotFoundError as exc:  # a benchmark whose extra is not installed
+            if exc.name and exc.name.startswith("fastapply"):
+                continue
+            raise
+        modules[name] = module
+        p = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.add_arguments(p)
+    args = parser.parse_args(argv)
+    result = modules[args.command].run(args)
+    emit(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

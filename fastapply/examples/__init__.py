@@ -1,0 +1,52 @@
+"""A few real edits shipped with the package (see NOTICE for their licences).
+
+They are the default for the demo, calibration and load tests; ``load_edits`` also reads
+any JSONL with the fields of the development corpus (``id``, ``original``, ``updated``,
+``lazy_snippet``, ``search_replace``, ``udiff``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+DEFAULT_EDITS = Path(__file__).with_name("edits.jsonl")
+
+#: The fields every edit record must carry.
+REQUIRED_FIELDS = ("id", "original", "updated")
+
+
+class DataError(ValueError):
+    """A data file that is not a JSONL of edit records; the message says where."""
+
+
+def load_edits(path: str | Path | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Read edit records from a JSONL file (the shipped examples when ``path`` is None).
+
+    Raises DataError naming the file and line when a line is not a JSON object with
+    the required fields.
+    """
+    path = Path(path) if path is not None else DEFAULT_EDITS
+    if not path.is_file():
+        raise DataError(f"{path}: no such file; pass a JSONL of edits (one JSON object a line)")
+    records: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: not JSON ({exc.msg}); "
+                                "expected one JSON object per line") from None
+            if not isinstance(rec, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object, got "
+                                f"{type(rec).__name__}")
+            missing = [f for f in REQUIRED_FIELDS if f not in rec]
+            if missing:
+                raise DataError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+            records.append(rec)
+            if limit is not None and len(records) >= limit:
+                break
+    return records
