@@ -38,7 +38,10 @@ KORTIX_USER = (
     "<code>{original}</code>\n\n<update>{snippet}</update>\n\n"
     "Provide the complete updated code."
 )
-MORPH_USER = "<instruction>{instruction}</instruction>\n<code>{original}</code>\n<update>{snippet}</update>"
+MORPH_USER = (
+    "<instruction>{instruction}</instruction>\n<code>{original}</code>\n"
+    "<update>{snippet}</update>"
+)
 MORPH_DEFAULT_INSTRUCTION = "Apply the update to the code."
 
 #: End-of-turn / end-of-text tokens of the model families we serve (Qwen2, Llama 3, ...).
@@ -135,7 +138,7 @@ def _extract(fmt: PromptFormat, text: str, final: bool) -> str:
     if stripped.startswith("```") or (not final and _is_proper_prefix_of(stripped, "```")):
         newline = stripped.find("\n")
         if newline < 0:
-            return "" if not final else ""
+            return ""  # the fence line is not complete yet
         body = stripped[newline + 1:]
         end = body.find("\n```")
         if end >= 0:

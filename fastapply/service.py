@@ -13,6 +13,7 @@ what to do; the server maps it to ``INVALID_ARG`` and keeps serving.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,10 +81,10 @@ def as_text(name: str, value: str | bytes | None, *, required: bool = True) -> s
 
     >>> as_text("edit_snippet", b"x = 1")
     'x = 1'
-    >>> as_text("edit_snippet", b"\\xff")
+    >>> as_text("edit_snippet", b"\\xff")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    fastapply.service.InvalidRequest: edit_snippet is not valid UTF-8 (byte 0: 0xff); send UTF-8 text
+    fastapply.service.InvalidRequest: edit_snippet is not valid UTF-8 (byte 0: 0xff); ...
     """
     if value is None:
         if required:
@@ -216,10 +217,8 @@ def draft_texts(original: str, snippet: str) -> list[str]:
     from fastapply.merge import apply_snippet
 
     texts = []
-    try:
+    with contextlib.suppress(EditError):  # an unparsable snippet still leaves two sources
         texts.append(apply_snippet(original, snippet).text)
-    except EditError:
-        pass  # an unparsable snippet still leaves the original and the snippet
     texts.extend([original, snippet])
     return texts
 

@@ -143,7 +143,6 @@ def build_tiny_model(out_dir: str | Path, shape: dict[str, Any] | None = None,
         eos_token_id=[eos_id, pad_id],
         pad_token_id=pad_id,
         bos_token_id=None,
-        torch_dtype="float32",
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).eval()

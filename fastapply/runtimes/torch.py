@@ -100,8 +100,9 @@ class TorchRuntime:
             raise ModelLoadError(f"{path}: not a model directory (no config.json); pass the "
                                  f"directory of a Hugging Face checkpoint")
         self.device, self.dtype = resolve_device_dtype(device, dtype)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=getattr(torch, self.dtype)).to(self.device).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
+        #: The loaded model, in eval mode on its device.
+        self.model: Any = model.to(self.device).eval()
         model_limit = int(getattr(self.model.config, "max_position_embeddings", 0) or 32768)
         #: Tokens one session may hold; the smaller of the model's and the caller's.
         self.context_limit = min(model_limit, context_limit or model_limit)

@@ -1,0 +1,64 @@
+"""Prompt formats through a real tokenizer's chat template, and stop tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from fastapply.prompts import KORTIX, MORPH, get_format
+
+transformers = pytest.importorskip("transformers")
+
+from fastapply.prompts import build_prompt_ids, render_prompt, stop_token_ids  # noqa: E402
+from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer():  # type: ignore[no-untyped-def]
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(ensure_tiny_model())
+
+
+def test_kortix_prompt_uses_chat_template(tokenizer):  # type: ignore[no-untyped-def]
+    text = render_prompt(tokenizer, KORTIX, "a = 1\n", "# ... existing code ...\nb = 2\n")
+    assert text.startswith("<|im_start|>system\nYou are a coding assistant")
+    assert "<code>a = 1\n</code>" in text
+    assert "<update># ... existing code ...\nb = 2\n</update>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_morph_prompt_carries_instruction(tokenizer):  # type: ignore[no-untyped-def]
+    text = render_prompt(tokenizer, MORPH, "a\n", "b\n", instruction="Rename a to b")
+    assert ("<instruction>Rename a to b</instruction>\n<code>a\n</code>\n"
+            "<update>b\n</update>") in text
+    assert "system" not in text
+    default = render_prompt(tokenizer, MORPH, "a\n", "b\n")
+    assert "<instruction>Apply the update to the code.</instruction>" in default
+
+
+def test_prompt_ids_round_trip(tokenizer):  # type: ignore[no-untyped-def]
+    ids = build_prompt_ids(tokenizer, KORTIX, "x = 'ü'\n", "y\n")
+    assert tokenizer.decode(ids) == render_prompt(tokenizer, KORTIX, "x = 'ü'\n", "y\n")
+    assert ids.count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == 3
+
+
+def test_stop_tokens(tokenizer):  # type: ignore[no-untyped-def]
+    ids = stop_token_ids(tokenizer, eos_token_id=[7])
+    assert {7, tokenizer.convert_tokens_to_ids("<|im_end|>"),
+            tokenizer.convert_tokens_to_ids("<|endoftext|>")} <= ids
+    assert tokenizer.convert_tokens_to_ids("<|im_start|>") not in ids
+
+
+def test_unknown_format_names_the_known_ones():
+    with pytest.raises(ValueError, match="kortix, morph"):
+        get_format("relace-v9")
+
+
+def test_tiny_model_is_a_normal_hf_directory():
+    from transformers import AutoConfig
+
+    path = ensure_tiny_model()
+    cfg = AutoConfig.from_pretrained(path)
+    assert cfg.model_type == "qwen2"
+    assert (path / "tokenizer.json").is_file() and (path / "model.safetensors").is_file()
+    assert ensure_tiny_model() == path  # cached, not rebuilt
