@@ -1,0 +1,306 @@
+"""Draft tokens for speculative edits: the input files predict the output.
+
+A fast-apply model mostly copies: its output is the original file with the snippet's
+changes merged in. So the next tokens are usually found in one of these *sources*, best
+first: the deterministic candidate merge (:mod:`fastapply.merge`), the original file,
+the edit snippet. :class:`SpeculativeEditsDrafter` keeps a cursor in each source. After
+every verification step it checks whether the new output tokens continued the source at
+the cursor; if so the cursor advances, if not the source is re-synchronised by the
+longest suffix of the output found in it, preferring the place nearest after the old
+cursor. The draft is the next K tokens after the cursor of the best source; K doubles
+while drafts are accepted whole and halves when they are not.
+
+Worked example (tokens are small ints; source 0 is the candidate, 1 the original)::
+
+    candidate = [1, 2, 3, 9, 9, 4, 5]     original = [1, 2, 3, 4, 5]
+    output so far [1, 2]      -> candidate in sync at 2: draft [3, 9, 9, 4, 5]
+    model accepts 3, then writes 4 instead of 9: output [1, 2, 3, 4]
+    candidate: 4 follows ... 3 nowhere, but [4] occurs at 5 -> cursor 6 (match length 1)
+    original: [2, 3, 4] occurs ending at 3 -> cursor 4 (match length 3): wins, draft [5]
+
+>>> d = SpeculativeEditsDrafter([[1, 2, 3, 9, 9, 4, 5], [1, 2, 3, 4, 5]], max_k=8)
+>>> d.propose([1, 2], max_len=8)
+[3, 9, 9, 4, 5]
+>>> d.propose([1, 2, 3, 4], max_len=8)
+[5]
+
+Per-step cost is independent of file length: the n-gram index is built once per
+request, a lookup probes at most ``MAX_NGRAM`` keys, bisects sorted position lists and
+extends at most ``MAX_EXTEND`` candidate matches by at most ``MAX_MATCH`` tokens.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+#: Longest n-gram indexed (a suffix lookup tries n = MAX_NGRAM .. 1).
+MAX_NGRAM = 4
+#: Candidate positions examined per lookup (nearest after the cursor, plus one before).
+MAX_EXTEND = 4
+#: How far back a match is extended to rank candidates, in tokens.
+MAX_MATCH = 32
+
+
+class Drafter(Protocol):
+    """What the verification loop asks of a drafter."""
+
+    def propose(self, output: Sequence[int], max_len: int) -> list[int]:
+        """Draft tokens to follow ``output`` (all tokens generated so far), at most max_len."""
+        ...
+
+
+class NoDrafter:
+    """No drafts: plain decoding."""
+
+    def propose(self, output: Sequence[int], max_len: int) -> list[int]:
+        return []
+
+
+Index = list[dict[tuple[int, ...], list[int]]]
+
+
+def build_index(tokens: Sequence[int], max_n: int = MAX_NGRAM) -> Index:
+    """``index[n][gram]`` = sorted positions just *after* each occurrence of the n-gram.
+
+    >>> build_index([5, 6, 5, 6], max_n=2)[2][(5, 6)]
+    [2, 4]
+    >>> build_index([5, 6, 5, 6], max_n=2)[1][(6,)]
+    [2, 4]
+    """
+    index: Index = [{} for _ in range(max_n + 1)]
+    toks = list(tokens)
+    for n in range(1, max_n + 1):
+        table = index[n]
+        for end in range(n, len(toks) + 1):
+            table.setdefault(tuple(toks[end - n:end]), []).append(end)
+    return index
+
+
+def match_length(output: Sequence[int], source: Sequence[int], end: int,
+                 limit: int = MAX_MATCH) -> int:
+    """How many tokens before ``source[end]`` equal the end of ``output`` (≤ limit).
+
+    >>> match_length([7, 1, 2, 3], [0, 1, 2, 3, 4], end=4)
+    3
+    """
+    lo, hi = 0, min(limit, len(output), end)
+    while lo < hi:  # the longest L with equal suffixes; equality is monotone in L
+        mid = (lo + hi + 1) // 2
+        if output[len(output) - mid:] == source[end - mid:end]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def find_resync(output: Sequence[int], source: Sequence[int],
+                index: Index, cursor: int) -> tuple[int, int]:
+    """Where ``source`` continues ``output``: (position, match length), or (-1, 0).
+
+    The longest indexed suffix of ``output`` is looked up; among its occurrences the ones
+    nearest after ``cursor`` (and the nearest before) are extended backwards, and the
+    longest match wins, ties going to the nearest after the cursor.
+
+    >>> src = [1, 2, 3, 1, 2, 4]
+    >>> find_resync([9, 1, 2], src, build_index(src), cursor=0)
+    (2, 2)
+    >>> find_resync([9, 1, 2], src, build_index(src), cursor=3)
+    (5, 2)
+    >>> find_resync([3, 1, 2], src, build_index(src), cursor=3)
+    (5, 3)
+    """
+    for n in range(min(len(index) - 1, len(output)), 0, -1):
+        positions = index[n].get(tuple(output[-n:]))
+        if not positions:
+            continue
+        i = bisect_left(positions, cursor)
+        picks = positions[i:i + MAX_EXTEND]
+        if i > 0:
+            picks.append(positions[i - 1])
+        best, best_len = -1, 0
+        for pos in picks:
+            length = match_length(output, source, pos)
+            if length > best_len:
+                best, best_len = pos, length
+        return best, best_len
+    return -1, 0
+
+
+@dataclass
+class _Source:
+    #: The source's tokens.
+    tokens: list[int]
+    #: Its n-gram index (built once).
+    index: Index
+    #: Position of the token expected next; -1 when out of sync.
+    cursor: int = 0
+    #: Length of the output match that placed the cursor (large while in sync).
+    strength: int = MAX_MATCH
+
+
+class SpeculativeEditsDrafter:
+    """Drafts from several sources with one cursor each; K adapts to acceptance.
+
+    ``sources`` are token lists in priority order (candidate merge, original, snippet).
+    """
+
+    def __init__(self, sources: Sequence[Sequence[int]], max_k: int = 64, min_k: int = 1,
+                 start_k: int | None = None) -> None:
+        #: The sources with their indexes and cursors, in priority order.
+        self.sources = [_Source(list(s), build_index(s)) for s in sources]
+        #: Largest and smallest draft length (K).
+        self.max_k, self.min_k = max_k, min(min_k, max_k)
+        #: Current draft length.
+        self.k = max_k if start_k is None else start_k
+        #: Output length when the last draft was made, and that draft.
+        self._seen = 0
+        self._draft: list[int] = []
+
+    def _observe(self, output: Sequence[int]) -> None:
+        """Adapt K and advance or invalidate each cursor by the tokens added since."""
+        new = list(output[self._seen:])
+        if not new:
+            return
+        draft = self._draft
+        if draft:
+            if new[:len(draft)] == draft:
+                self.k = min(self.max_k, max(2 * self.k, 1))
+            else:
+                accepted = 0
+                top = min(len(new), len(draft))
+                while accepted < top and new[accepted] == draft[accepted]:
+                    accepted += 1
+                self.k = max(self.min_k, self.k // 2, accepted)
+        n = len(new)
+        for src in self.sources:
+            c = src.cursor
+            if c >= 0 and src.tokens[c:c + n] == new:
+                src.cursor = c + n
+                src.strength = min(MAX_MATCH, src.strength + n)
+            elif c >= 0:
+                src.cursor = -(c + 1)  # out of sync; remember where it was
+        self._seen = len(output)
+
+    def propose(self, output: Sequence[int], max_len: int) -> list[int]:
+        """The next draft (see the module docstring for a worked example)."""
+        self._observe(output)
+        k = min(self.k, max_len)
+        self._draft = self._pick(output, k) if k > 0 else []
+        return list(self._draft)
+
+    def _pick(self, output: Sequence[int], k: int) -> list[int]:
+        """Up to k tokens after the cursor of the best source (empty when none matches)."""
+        for src in self.sources:  # a source copied in sync for a while: no lookups needed
+            if src.cursor >= 0 and src.strength >= MAX_MATCH and src.cursor < len(src.tokens):
+                return src.tokens[src.cursor:src.cursor + k]
+        best: _Source | None = None
+        for src in self.sources:
+            if src.cursor < 0:
+                pos, length = find_resync(output, src.tokens, src.index, -src.cursor - 1)
+                if pos < 0:
+                    continue
+                src.cursor, src.strength = pos, length
+            if src.cursor < len(src.tokens) and (best is None or src.strength > best.strength):
+                best = src
+        return best.tokens[best.cursor:best.cursor + k] if best else []
+
+
+class OriginalCursorDrafter(SpeculativeEditsDrafter):
+    """Baseline: one cursor over the original file only (Cursor's speculative edits)."""
+
+    def __init__(self, original: Sequence[int], max_k: int = 64) -> None:
+        super().__init__([original], max_k=max_k, min_k=max_k)
+
+
+class PromptLookupDrafter:
+    """Baseline: n-gram prompt lookup as in vLLM, TRT-LLM and transformers.
+
+    The last n tokens (n = max_ngram .. min_ngram) are looked up in prompt + output;
+    the tokens after their *first* occurrence are the draft, K fixed.
+
+    >>> PromptLookupDrafter([1, 2, 3, 4, 2, 3, 5], max_k=2).propose([2, 3], max_len=8)
+    [4, 2]
+    """
+
+    def __init__(self, prompt: Sequence[int], max_k: int = 64, max_ngram: int = 3,
+                 min_ngram: int = 1) -> None:
+        #: Prompt followed by the output seen so far.
+        self.context = list(prompt)
+        #: Draft length and n-gram sizes tried.
+        self.k, self.max_ngram, self.min_ngram = max_k, max_ngram, min_ngram
+        #: ``first[n][gram]``: position after the first occurrence of the n-gram.
+        self.first: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram + 1)]
+        self._indexed = 0
+        self._prompt_len = len(self.context)
+        self._index_upto(len(self.context))
+
+    def _index_upto(self, end: int) -> None:
+        toks = self.context
+        for stop in range(self._indexed + 1, end + 1):
+            for n in range(self.min_ngram, self.max_ngram + 1):
+                if stop >= n:
+                    self.first[n].setdefault(tuple(toks[stop - n:stop]), stop)
+        self._indexed = end
+
+    def propose(self, output: Sequence[int], max_len: int) -> list[int]:
+        grown = self._prompt_len + len(output)
+        self.context.extend(output[len(self.context) - self._prompt_len:])
+        # Index all but the final position, so the suffix cannot match itself.
+        self._index_upto(grown - 1)
+        k = min(self.k, max_len)
+        for n in range(min(self.max_ngram, grown), self.min_ngram - 1, -1):
+            pos = self.first[n].get(tuple(self.context[-n:]))
+            if pos is not None:
+                return self.context[pos:pos + k]
+        return []
+
+
+@dataclass
+class SimResult:
+    """Outcome of :func:`simulate`."""
+
+    #: Forward passes, the prefill (which yields the first token) included.
+    steps: int
+    #: Tokens produced (== len(target)).
+    tokens: int
+    #: Wall time of each ``propose`` call, in nanoseconds.
+    propose_ns: list[int]
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+
+def simulate(drafter: Drafter, target: Sequence[int], k: int) -> SimResult:
+    """Run ``drafter`` against an oracle model whose greedy output is ``target``.
+
+    Prefill yields the first token; each further step proposes at most ``k`` tokens
+    and yields the matching prefix plus one token, so the bound is k + 1 per step.
+
+    >>> target = [1, 2, 3, 4, 5, 6]
+    >>> simulate(SpeculativeEditsDrafter([target], max_k=2), target, k=2).steps
+    3
+    """
+    from time import perf_counter_ns
+
+    target = list(target)
+    if not target:
+        return SimResult(0, 0, [])
+    out = target[:1]
+    steps, times = 1, []
+    while len(out) < len(target):
+        room = len(target) - len(out)
+        t0 = perf_counter_ns()
+        draft = drafter.propose(out, min(k, room - 1))
+        times.append(perf_counter_ns() - t0)
+        draft = draft[: min(k, room - 1)]
+        accepted = 0
+        base = len(out)
+        while accepted < len(draft) and draft[accepted] == target[base + accepted]:
+            accepted += 1
+        out.extend(target[base:base + accepted + 1])
+        steps += 1
+    return SimResult(steps, len(out), times)
