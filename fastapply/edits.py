@@ -1,0 +1,230 @@
+"""Parse an edit snippet into an edit plan.
+
+Three notations, alone or mixed in one snippet:
+
+* **lazy** snippets: the changed code with some context, unchanged runs elided by a
+  marker comment in any comment syntax: ``// ... existing code ...``,
+  ``# ... rest of code ...``, ``<!-- ... -->``, ``/* ... */``, ``-- ...``, a bare
+  ``...``, and wordings such as ``keep existing code``, ``unchanged``,
+  ``code remains the same`` or ``keep foo()``;
+* **SEARCH/REPLACE** blocks, Aider's (``<<<<<<< SEARCH`` / ``=======`` /
+  ``>>>>>>> REPLACE``) and Cline's (``------- SEARCH`` / ``=======`` /
+  ``+++++++ REPLACE``);
+* **unified diffs**, with or without line numbers in the ``@@`` headers.
+
+>>> plan = parse_edit("<<<<<<< SEARCH\\na = 1\\n=======\\na = 2\\n>>>>>>> REPLACE\\n")
+>>> [(h.kind, h.old, h.new) for h in plan.hunks]
+[('search_replace', ('a = 1',), ('a = 2',))]
+>>> [h.kind for h in parse_edit("# ... existing code ...\\nx = 1\\n").hunks]
+['lazy']
+>>> is_marker("    // ... keep existing code ..."), is_marker("...options,")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["EditError", "EditPlan", "Hunk", "detect_format", "is_marker", "parse_edit"]
+
+
+class EditError(ValueError):
+    """A snippet that cannot be parsed or merged; the message says where and what."""
+
+
+_COMMENT_OPEN = r"(?://+|#+|--|;+|%+|/\*+|<!--|\{/\*|\(\*|'|\*)"
+_COMMENT_CLOSE = r"(?:\*+/\}?|-->|\*\))"
+_DOTS = r"(?:\.\.\.+|…)"
+#: A marker line: optional comment opener, dots, optional words, optional dots/closer.
+_MARKER_RE = re.compile(
+    rf"^\s*(?:{_COMMENT_OPEN}\s*)?{_DOTS}(?:\s*(?P<words>[^.…]*?)\s*{_DOTS}?)?\s*"
+    rf"(?:{_COMMENT_CLOSE})?\s*$"
+)
+_COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
+_SR_START = re.compile(r"^\s*(?:<{5,}|-{5,})\s*SEARCH\s*$")
+_SR_SEP = re.compile(r"^={7}\s*$")
+_SR_END = re.compile(r"^\s*(?:>{5,}|\+{5,})\s*REPLACE\s*$")
+_UDIFF_HUNK = re.compile(r"^@@(?:\s*-(\d+)(?:,(\d+))?\s+\+(\d+)(?:,(\d+))?\s*)?\s*@@.*$")
+_UDIFF_FILE = re.compile(r"^(?:---|\+\+\+) \S")
+
+
+def is_marker(line: str) -> bool:
+    """Is this line a lazy-edit marker ("keep the original's lines here")?"""
+    m = _MARKER_RE.match(line)
+    if not m:
+        return False
+    words = (m.group("words") or "").strip().lower()
+    if not words:
+        return True  # "...", "// ...", "<!-- ... -->"
+    # "... rest" without a comment could be code (spread syntax); with one it is a marker.
+    return _COMMENTED_RE.match(line) is not None
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One edit, in snippet order.
+
+    ``search_replace`` and ``udiff`` hunks replace the line run ``old`` by ``new``;
+    ``lazy`` hunks are one segment of consecutive snippet lines between markers.
+    """
+
+    #: "lazy" | "search_replace" | "udiff"
+    kind: str
+    #: Lines to find in the original (empty for lazy hunks).
+    old: tuple[str, ...]
+    #: Lines that replace them (for lazy hunks: the segment's lines).
+    new: tuple[str, ...]
+    #: 1-based number of this hunk among those of its kind (for messages).
+    number: int
+    #: 1-based line of the snippet where the hunk starts.
+    snippet_line: int
+    #: Lazy: a marker precedes the segment (it does not start at the top of the file).
+    marker_before: bool = False
+    #: Lazy: a marker follows the segment (it does not run to the end of the file).
+    marker_after: bool = False
+    #: Unified diff: the old-file line number from the ``@@`` header (1-based), if any.
+    old_start: int | None = None
+
+    @property
+    def label(self) -> str:
+        name = {"search_replace": "SEARCH block", "udiff": "diff hunk",
+                "lazy": "lazy segment"}[self.kind]
+        return f"{name} {self.number} (snippet line {self.snippet_line})"
+
+
+@dataclass(frozen=True)
+class EditPlan:
+    """The parsed snippet: hunks in snippet order."""
+
+    hunks: tuple[Hunk, ...]
+
+    @property
+    def format(self) -> str:
+        kinds = {h.kind for h in self.hunks}
+        return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "lazy")
+
+
+def _split_lines(text: str) -> list[str]:
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def parse_edit(snippet: str) -> EditPlan:
+    """Parse ``snippet``; raise EditError naming the line of malformed syntax."""
+    lines = _split_lines(snippet)
+    if lines and lines[-1] == "":
+        lines.pop()
+    hunks: list[Hunk] = []
+    counts = {"lazy": 0, "search_replace": 0, "udiff": 0}
+    lazy: list[str] = []
+    lazy_start = 0
+    marker_before = False
+    i = 0
+
+    def add(kind: str, old: list[str], new: list[str], start: int, **kw: object) -> None:
+        counts[kind] += 1
+        hunks.append(Hunk(kind, tuple(old), tuple(new), counts[kind], start, **kw))  # type: ignore
+
+    def flush_lazy(marker_after: bool) -> None:
+        nonlocal lazy, marker_before
+        if any(s.strip() for s in lazy):
+            add("lazy", [], lazy, lazy_start + 1, marker_before=marker_before,
+                marker_after=marker_after)
+        lazy = []
+
+    while i < len(lines):
+        line = lines[i]
+        if _SR_START.match(line):
+            flush_lazy(marker_after=True)
+            start, old, new = i, [], []
+            i += 1
+            while i < len(lines) and not _SR_SEP.match(lines[i]):
+                if _SR_END.match(lines[i]) or _SR_START.match(lines[i]):
+                    raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
+                                    f"{start + 1}) has no ======= line before line {i + 1}")
+                old.append(lines[i])
+                i += 1
+            if i == len(lines):
+                raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
+                                f"{start + 1}) has no ======= line")
+            i += 1
+            while i < len(lines) and not _SR_END.match(lines[i]):
+                new.append(lines[i])
+                i += 1
+            if i == len(lines):
+                raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
+                                f"{start + 1}) has no >>>>>>> REPLACE line")
+            add("search_replace", old, new, start + 1)
+            marker_before = True
+            i += 1
+            continue
+        header = _UDIFF_HUNK.match(line)
+        if header or (_UDIFF_FILE.match(line) and i + 1 < len(lines)
+                      and _UDIFF_FILE.match(lines[i + 1]) and line[0] != lines[i + 1][0]):
+            flush_lazy(marker_after=True)
+            if not header:  # ---/+++ file headers
+                i += 2
+                continue
+            i = _parse_udiff_hunk(lines, i, header, add)
+            marker_before = True
+            continue
+        if is_marker(line):
+            flush_lazy(marker_after=True)
+            marker_before = True
+            lazy_start = i + 1
+            i += 1
+            continue
+        if not lazy:
+            lazy_start = i
+        lazy.append(line)
+        i += 1
+    flush_lazy(marker_after=False)
+    if not hunks:
+        raise EditError("the snippet holds no edit (only markers or blank lines); send the "
+                        "changed code with some context")
+    return EditPlan(tuple(hunks))
+
+
+def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str],
+                      add: Callable[..., None]) -> int:
+    """Parse one ``@@`` hunk starting at ``lines[i]``; return the index after it."""
+    start = i
+    old_len = int(header.group(2) or 1) if header.group(1) else None
+    new_len = int(header.group(4) or 1) if header.group(3) else None
+    old: list[str] = []
+    new: list[str] = []
+    i += 1
+    while i < len(lines):
+        line = lines[i]
+        if old_len is not None and new_len is not None and len(old) >= old_len \
+                and len(new) >= new_len:
+            break
+        if line.startswith("\\"):  # "\ No newline at end of file"
+            i += 1
+            continue
+        tag, body = (line[:1], line[1:]) if line else (" ", "")
+        if tag == " ":
+            old.append(body)
+            new.append(body)
+        elif tag == "-" and not _UDIFF_FILE.match(line):
+            old.append(body)
+        elif tag == "+" and not _UDIFF_FILE.match(line):
+            new.append(body)
+        else:
+            break
+        i += 1
+    while i < len(lines) and lines[i].startswith("\\"):
+        i += 1
+    old_start = int(header.group(1)) if header.group(1) else None
+    add("udiff", old, new, start + 1, old_start=old_start)
+    return i
+
+
+def detect_format(snippet: str) -> str:
+    """"lazy", "search_replace", "udiff" or "mixed".
+
+    >>> detect_format("@@ -1 +1 @@\\n-a\\n+b\\n")
+    'udiff'
+    """
+    return parse_edit(snippet).format

@@ -1,0 +1,22 @@
+"""The worked examples in the core modules' docstrings are run as tests."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
+    "fastapply.speculate", "fastapply.service", "fastapply.bench.common",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
+    if name in ("fastapply.drafting", "fastapply.merge", "fastapply.edits"):
+        assert result.attempted > 0, f"{name} should carry worked examples"
