@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
     from fastapply.drafting import (
+        Drafter,
         OriginalCursorDrafter,
         PromptLookupDrafter,
         SpeculativeEditsDrafter,
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         target = enc(rec["updated"])
         original, snippet = enc(rec["original"]), enc(rec[field])
         sources = [enc(t) for t in draft_texts(rec["original"], rec[field])]
-        drafters = {
+        drafters: dict[str, Drafter] = {
             "speculative_edits": SpeculativeEditsDrafter(sources, max_k=k),
             "prompt_lookup": PromptLookupDrafter(original + snippet, max_k=k),
             "original_cursor": OriginalCursorDrafter(original, max_k=k),
