@@ -1,0 +1,107 @@
+"""The speculative-edits drafter: cursors, resync, adaptive K, cost bound."""
+
+from __future__ import annotations
+
+import random
+
+from fastapply import drafting
+from fastapply.drafting import (
+    OriginalCursorDrafter,
+    PromptLookupDrafter,
+    SpeculativeEditsDrafter,
+    find_resync,
+    simulate,
+)
+
+
+def test_perfect_source_reaches_the_bound() -> None:
+    target = list(range(1000))
+    for k in (1, 4, 16, 64):
+        sim = simulate(SpeculativeEditsDrafter([target], max_k=k), target, k)
+        # prefill gives one token, then every step gives k + 1
+        assert sim.steps == 1 + -(-(len(target) - 1) // (k + 1))
+
+
+def test_resync_after_insertion_and_deletion() -> None:
+    original = list(range(100, 400))
+    # the model inserts 5 new tokens after position 50 and deletes 20 at 200..220
+    target = original[:50] + [1, 2, 3, 4, 5] + original[50:200] + original[220:]
+    sim = simulate(SpeculativeEditsDrafter([original], max_k=32), target, 32)
+    # a handful of steps per change, not one per token
+    assert sim.steps < 30
+    baseline = simulate(drafting.NoDrafter(), target, 32)
+    assert baseline.steps == len(target)
+
+
+def test_candidate_source_covers_new_text() -> None:
+    original = list(range(100, 400))
+    target = original[:150] + list(range(1000, 1040)) + original[150:]
+    with_candidate = simulate(SpeculativeEditsDrafter([target, original], max_k=64), target, 64)
+    original_only = simulate(OriginalCursorDrafter(original, max_k=64), target, 64)
+    assert with_candidate.steps < original_only.steps
+    assert with_candidate.steps == 1 + -(-(len(target) - 1) // 65)  # the bound
+
+
+def test_nearest_occurrence_after_the_cursor_wins() -> None:
+    src = [7, 8, 9, 1, 2, 3, 7, 8, 9, 4, 5, 6]
+    index = drafting.build_index(src)
+    assert find_resync([7, 8, 9], src, index, cursor=0) == (3, 3)
+    assert find_resync([7, 8, 9], src, index, cursor=5) == (9, 3)
+
+
+def test_k_shrinks_on_rejection_and_grows_back() -> None:
+    src = list(range(500))
+    d = SpeculativeEditsDrafter([src], max_k=64)
+    out = [0]
+    assert len(d.propose(out, 1000)) == 64
+    ks = []
+    for jump in (100, 200, 300, 400, 450, 470):  # the model goes elsewhere each time
+        out.append(jump)  # first drafted token rejected; the source resyncs at jump + 1
+        d.propose(out, 1000)
+        ks.append(d.k)
+    assert ks == [32, 16, 8, 4, 2, 1]
+    for _ in range(4):  # drafts accepted whole: K doubles again
+        draft = d.propose(out, 1000)
+        out += draft + [src[out[-1] + len(draft) + 1]]
+    d.propose(out, 1000)
+    assert d.k == 16
+
+
+def test_draft_never_exceeds_max_len_or_source() -> None:
+    src = list(range(10))
+    d = SpeculativeEditsDrafter([src], max_k=64)
+    assert d.propose([0], 3) == [1, 2, 3]
+    assert d.propose([0], 0) == []
+    assert SpeculativeEditsDrafter([src], max_k=64).propose(list(range(10)), 50) == []
+
+
+def test_empty_sources_and_no_match_give_no_draft() -> None:
+    assert SpeculativeEditsDrafter([[], []]).propose([1, 2, 3], 10) == []
+    assert SpeculativeEditsDrafter([[5, 6]]).propose([1, 2, 3], 10) == []
+
+
+def test_prompt_lookup_takes_the_first_occurrence() -> None:
+    d = PromptLookupDrafter([1, 2, 3, 9, 2, 3, 4], max_k=3)
+    assert d.propose([2, 3], 10) == [9, 2, 3]
+
+
+def test_step_cost_does_not_depend_on_file_length(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Count index probes per step on a short and a long file: the bound is the same."""
+    probes = {"n": 0}
+    real = drafting.match_length
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        probes["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(drafting, "match_length", counting)
+    rng = random.Random(0)
+    per_step = []
+    for n in (2_000, 200_000):
+        src = [rng.randrange(50) for _ in range(n)]
+        target = [rng.randrange(50) for _ in range(300)]  # never in sync: resync every step
+        probes["n"] = 0
+        sim = simulate(SpeculativeEditsDrafter([src], max_k=8), target, 8)
+        per_step.append(probes["n"] / sim.steps)
+    assert per_step[0] <= drafting.MAX_EXTEND + 1
+    assert per_step[1] <= drafting.MAX_EXTEND + 1
