@@ -62,7 +62,7 @@ def test_k_shrinks_on_rejection_and_grows_back() -> None:
     assert ks == [32, 16, 8, 4, 2, 1]
     for _ in range(4):  # drafts accepted whole: K doubles again
         draft = d.propose(out, 1000)
-        out += draft + [src[out[-1] + len(draft) + 1]]
+        out += [*draft, src[out[-1] + len(draft) + 1]]
     d.propose(out, 1000)
     assert d.k == 16
 
