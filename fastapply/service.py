@@ -110,6 +110,8 @@ class FastApplyService:
         self.stop_ids: set[int] = set()
         if config.runtime != "deterministic":
             self._load_model()
+        else:
+            import fastapply.merge  # noqa: F401 - load now, not on the first request
 
     def _load_model(self) -> None:
         from fastapply import prompts
@@ -188,7 +190,6 @@ class FastApplyService:
         prompt_ids = prompts.build_prompt_ids(tok, self.format, original, snippet, instruction)
         sources = [prompts.encode(tok, self.format.expected_output(text))
                    for text in draft_texts(original, snippet)]
-        drafter = SpeculativeEditsDrafter(sources, max_k=self.config.max_draft_len)
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
 
@@ -198,10 +199,16 @@ class FastApplyService:
                 if delta:
                     on_delta(delta)
 
+        budget = max_tokens or self.runtime.context_limit
         try:
-            gen = generate(self.runtime, prompt_ids, drafter,
-                           max_new_tokens=max_tokens or self.runtime.context_limit,
-                           stop_ids=self.stop_ids, on_tokens=on_tokens)
+            if getattr(self.runtime, "runs_own_loop", False):
+                # TensorRT-LLM's PyTorch backend runs the loop and calls our drafter.
+                gen = self.runtime.generate(prompt_ids, sources, max_new_tokens=budget,
+                                            stop_ids=self.stop_ids, on_tokens=on_tokens)
+            else:
+                drafter = SpeculativeEditsDrafter(sources, max_k=self.config.max_draft_len)
+                gen = generate(self.runtime, prompt_ids, drafter, max_new_tokens=budget,
+                               stop_ids=self.stop_ids, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None
         text_stream.flush()

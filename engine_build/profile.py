@@ -1,0 +1,137 @@
+"""Build profiles: one YAML file per model, shipped in ``engine_build/profiles``.
+
+A profile names the model, the optional LoRA adapter, the engine limits (input and
+sequence length in tokens, max draft length K, batch size), the calibration data and the
+parity threshold. ``load_profile("tiny-cpu")`` reads a shipped profile by name;
+``load_profile("my.yaml")`` reads a file. Command-line flags override fields afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapply.engine_build.errors import BuildError
+
+RUNTIMES = ("torch", "trtllm-engine", "trtllm-pytorch")
+
+
+@dataclass
+class Calibration:
+    """Calibration data for FP8 scales."""
+
+    #: JSONL of edit records (None: the examples shipped with fastapply).
+    data: str | None = None
+    #: Merge prompts used for calibration (the first records of ``data``).
+    num_samples: int = 64
+    #: Longer prompts are skipped (tokens).
+    max_prompt_tokens: int = 8192
+
+
+@dataclass
+class Verify:
+    """Parity check of the quantized model against the reference."""
+
+    #: Held-out edits (the records after the calibration ones).
+    num_edits: int = 32
+    #: Tokens generated per edit.
+    max_tokens: int = 2048
+    #: Fail below this exact-match rate (0..1).
+    min_exact_match: float = 0.9
+    #: Also check that merges served by tritonserver equal in-process merges.
+    served: bool = False
+
+
+@dataclass
+class Profile:
+    """Everything one build needs; see the YAML files for documented examples."""
+
+    name: str
+    #: Hugging Face checkpoint directory ("tiny": the locally built tiny model).
+    model_dir: str | None = None
+    #: peft LoRA adapter directory ("random": create one; None: no merge).
+    adapter_dir: str | None = None
+    #: Runtime the model repository is rendered for.
+    runtime: str = "trtllm-pytorch"
+    #: Prompt format of the fine-tune (kortix | morph).
+    prompt_format: str = "kortix"
+    #: cpu | cuda, for merge, calibration and verify.
+    device: str = "cuda"
+    max_input_len: int = 16384
+    max_seq_len: int = 32768
+    max_draft_len: int = 64
+    max_batch_size: int = 8
+    calibration: Calibration = field(default_factory=Calibration)
+    verify: Verify = field(default_factory=Verify)
+
+    def check(self) -> Profile:
+        """Refuse values no stage could use; return self."""
+        if self.runtime not in RUNTIMES:
+            raise BuildError(f"profile {self.name}: runtime {self.runtime!r} is not one of "
+                             f"{', '.join(RUNTIMES)}")
+        if self.device not in ("cpu", "cuda"):
+            raise BuildError(f"profile {self.name}: device must be cpu or cuda")
+        if not 0 < self.max_input_len < self.max_seq_len:
+            raise BuildError(f"profile {self.name}: need 0 < max_input_len < max_seq_len "
+                             f"(got {self.max_input_len}, {self.max_seq_len})")
+        if self.max_draft_len < 0 or self.max_batch_size < 1:
+            raise BuildError(f"profile {self.name}: max_draft_len must be >= 0 and "
+                             f"max_batch_size >= 1")
+        if not 0.0 <= self.verify.min_exact_match <= 1.0:
+            raise BuildError(f"profile {self.name}: verify.min_exact_match must be in 0..1")
+        return self
+
+
+def profile_names() -> list[str]:
+    """Names of the shipped profiles."""
+    root = resources.files("fastapply.engine_build") / "profiles"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def _from_dict(data: dict[str, Any], source: str) -> Profile:
+    known = {f.name for f in dataclasses.fields(Profile)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise BuildError(f"{source}: unknown field(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(known))}")
+    data = dict(data)
+    try:
+        data["calibration"] = Calibration(**(data.get("calibration") or {}))
+        data["verify"] = Verify(**(data.get("verify") or {}))
+        return Profile(**data).check()
+    except TypeError as exc:
+        raise BuildError(f"{source}: {exc}") from None
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name, or a YAML file by path."""
+    import yaml
+
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise BuildError(f"{path}: no such profile file")
+        text, source = path.read_text(encoding="utf-8"), str(path)
+    else:
+        if name_or_path not in profile_names():
+            raise BuildError(f"unknown profile {name_or_path!r}; shipped profiles: "
+                             f"{', '.join(profile_names())} (or pass a YAML file)")
+        res = resources.files("fastapply.engine_build") / "profiles" / f"{name_or_path}.yaml"
+        text, source = res.read_text(encoding="utf-8"), f"profile {name_or_path}"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BuildError(f"{source}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise BuildError(f"{source}: expected a mapping of profile fields")
+    data.setdefault("name", Path(source).stem)
+    return _from_dict(data, source)
+
+
+def with_overrides(profile: Profile, **overrides: Any) -> Profile:
+    """A copy with the given top-level fields replaced (None leaves a field as is)."""
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(profile, **changes).check()

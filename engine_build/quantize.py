@@ -1,0 +1,124 @@
+"""FP8 quantization with nvidia-modelopt: FP8 weights and activations, FP8 KV cache.
+
+Calibration runs real merge prompts through the model: each edit record becomes the
+prompt fastapply sends (``fastapply.prompts``) followed by the answer the model should
+give, so the activation scales cover both the copied input and the generated file (an
+uncalibrated export leaves activation scales missing).
+
+Exports:
+
+* always a unified Hugging Face checkpoint (``hf_quant_config.json`` says
+  ``quant_algo: FP8``, ``kv_cache_quant_algo: FP8``) — the TensorRT-LLM PyTorch
+  backend's input, with the tokenizer beside it;
+* for Llama-family models also a TensorRT-LLM checkpoint (``inference_tensor_parallel=1``)
+  for ``trtllm-build``. modelopt cannot export Qwen2 that way: those models are served
+  from the HF checkpoint with the ``trtllm-pytorch`` runtime.
+
+modelopt 0.47 quantizes and exports on CPU (tiny models in seconds).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fastapply.engine_build.errors import BuildError
+
+QWEN2_MESSAGE = (
+    "modelopt cannot export {model_type} models as a TensorRT-LLM checkpoint, so there is no "
+    "trtllm-build engine for this model: serve the FP8 HF checkpoint {hf_dir} with the "
+    "TensorRT-LLM PyTorch backend (runtime trtllm-pytorch, profile runtime: trtllm-pytorch)."
+)
+
+
+def record_snippet(record: dict[str, Any]) -> str:
+    """The edit snippet of a record: lazy first, then search/replace, then udiff."""
+    for key in ("lazy_snippet", "search_replace", "udiff"):
+        if isinstance(record.get(key), str) and record[key].strip():
+            return str(record[key])
+    return str(record["updated"])
+
+
+def merge_sequences(tokenizer: Any, prompt_format: str, records: Iterable[dict[str, Any]],
+                    max_tokens: int, with_answer: bool = True) -> list[list[int]]:
+    """Token ids of merge prompts (+ the expected answer), skipping those over max_tokens."""
+    from fastapply import prompts
+
+    fmt = prompts.get_format(prompt_format)
+    out: list[list[int]] = []
+    for rec in records:
+        ids = prompts.build_prompt_ids(tokenizer, fmt, rec["original"], record_snippet(rec))
+        if with_answer:
+            ids += prompts.encode(tokenizer, fmt.expected_output(rec["updated"]))
+        if len(ids) <= max_tokens:
+            out.append(ids)
+    return out
+
+
+def fp8_config() -> dict[str, Any]:
+    """modelopt's FP8 recipe with the FP8 KV-cache entries appended."""
+    import modelopt.torch.quantization as mtq
+
+    return dict(mtq.utils.update_quant_cfg_with_kv_cache_quant(
+        mtq.FP8_DEFAULT_CFG, mtq.FP8_KV_CFG["quant_cfg"]))
+
+
+def quantize_model(model: Any, sequences: list[list[int]], device: str) -> Any:
+    """Insert FP8 quantizers and calibrate them on ``sequences`` (one forward each)."""
+    import modelopt.torch.quantization as mtq
+    import torch
+
+    if not sequences:
+        raise BuildError("no calibration prompt fits max_prompt_tokens; raise "
+                         "calibration.max_prompt_tokens or use shorter edits")
+
+    def forward_loop(m: Any) -> None:
+        with torch.no_grad():
+            for ids in sequences:
+                m(input_ids=torch.tensor([ids], device=device))  # [1, S]
+
+    return mtq.quantize(model, fp8_config(), forward_loop)
+
+
+def read_quant_config(hf_dir: Path) -> dict[str, Any]:
+    """The ``quantization`` section of an exported ``hf_quant_config.json``, checked."""
+    path = hf_dir / "hf_quant_config.json"
+    if not path.is_file():
+        raise BuildError(f"{hf_dir}: the export wrote no hf_quant_config.json")
+    quant = json.loads(path.read_text())["quantization"]
+    if quant.get("quant_algo") != "FP8" or quant.get("kv_cache_quant_algo") != "FP8":
+        raise BuildError(f"{path}: expected quant_algo FP8 and kv_cache_quant_algo FP8, got "
+                         f"{quant.get('quant_algo')} / {quant.get('kv_cache_quant_algo')}")
+    return dict(quant)
+
+
+def quantize(model_dir: str | Path, out_dir: str | Path, *, records: list[dict[str, Any]],
+             prompt_format: str, max_prompt_tokens: int, device: str,
+             family: str) -> dict[str, Any]:
+    """Quantize ``model_dir`` to FP8 and export; return artefact paths and figures."""
+    import torch
+    from modelopt.torch.export import export_hf_checkpoint, export_tensorrt_llm_checkpoint
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = Path(out_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sequences = merge_sequences(tokenizer, prompt_format, records, max_prompt_tokens)
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    model = quantize_model(model.to(device).eval(), sequences, device)
+    result: dict[str, Any] = {"calibration_prompts": len(sequences),
+                              "calibration_tokens": sum(len(s) for s in sequences)}
+    if family == "llama":
+        ckpt = out / "trtllm-checkpoint"
+        export_tensorrt_llm_checkpoint(model, "llama", dtype=torch.bfloat16, export_dir=ckpt,
+                                       inference_tensor_parallel=1)
+        result["trtllm_checkpoint_dir"] = str(ckpt)
+    hf_dir = out / "hf"
+    export_hf_checkpoint(model, dtype=torch.bfloat16, export_dir=hf_dir)
+    tokenizer.save_pretrained(hf_dir)
+    result["hf_checkpoint_dir"] = str(hf_dir)
+    result["quantization"] = read_quant_config(hf_dir)
+    if family != "llama":
+        result["message"] = QWEN2_MESSAGE.format(model_type=family, hf_dir=hf_dir)
+    return result

@@ -1,0 +1,160 @@
+"""Parity check: the quantized model's merges against the reference model's.
+
+For each held-out edit both models merge it (greedy, through fastapply's own loop); the
+figures are the exact-match rate and, for every edit that differs, the first divergence:
+the token index and the text of both outputs around it. The stage fails under the
+profile's ``verify.min_exact_match``.
+
+On CPU the candidate is modelopt's *simulated* FP8: the same FP8 recipe and calibration
+applied as fake quantization to a float32 copy of the model, compared with the float32
+model. Where TensorRT-LLM is installed, the candidate can be the served runtime instead
+(``--candidate trtllm-engine|trtllm-pytorch``), compared with the bf16 torch model.
+
+``check_served`` compares merges served by a real tritonserver (the rendered repository,
+torch runtime) with in-process merges of the same model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapply.runtimes.torch import TorchRuntime
+
+#: (prompt_ids, drafter sources, max_tokens) -> generated token ids
+Merger = Callable[[list[int], list[list[int]], int], list[int]]
+
+#: Tokens of context shown on each side of a divergence.
+CONTEXT_TOKENS = 8
+
+
+def first_divergence(reference: list[int], candidate: list[int]) -> int | None:
+    """Index of the first differing token (None when equal).
+
+    >>> first_divergence([1, 2, 3], [1, 2, 4])
+    2
+    >>> first_divergence([1, 2], [1, 2, 3])  # one output is a prefix of the other
+    2
+    >>> first_divergence([1, 2], [1, 2]) is None
+    True
+    """
+    for i, (a, b) in enumerate(zip(reference, candidate, strict=False)):
+        if a != b:
+            return i
+    return None if len(reference) == len(candidate) else min(len(reference), len(candidate))
+
+
+class LoadedTorchRuntime(TorchRuntime):
+    """The torch runtime around an already loaded model (e.g. a fake-quantized one)."""
+
+    def __init__(self, model: Any, context_limit: int) -> None:
+        self.model = model
+        self.device = str(next(model.parameters()).device)
+        self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        self.context_limit = context_limit
+        self.eos_token_id = getattr(model.generation_config, "eos_token_id", None)
+
+
+def runtime_merger(runtime: Any, stop_ids: set[int], max_draft_len: int) -> Merger:
+    """A Merger over any Session runtime, through fastapply.speculate.generate."""
+    from fastapply.drafting import SpeculativeEditsDrafter
+    from fastapply.speculate import generate
+
+    def merge(prompt_ids: list[int], sources: list[list[int]], max_tokens: int) -> list[int]:
+        drafter = SpeculativeEditsDrafter(sources, max_k=max_draft_len)
+        gen = generate(runtime, prompt_ids, drafter, max_new_tokens=max_tokens,
+                       stop_ids=stop_ids)
+        return gen.token_ids
+
+    return merge
+
+
+def generate_merger(runtime: Any, stop_ids: set[int]) -> Merger:
+    """A Merger over the trtllm-pytorch runtime, which runs its own loop."""
+
+    def merge(prompt_ids: list[int], sources: list[list[int]], max_tokens: int) -> list[int]:
+        return list(runtime.generate(prompt_ids, sources, max_new_tokens=max_tokens,
+                                     stop_ids=stop_ids).token_ids)
+
+    return merge
+
+
+def compare_edit(tokenizer: Any, ref: list[int], cand: list[int]) -> dict[str, Any]:
+    """Figures of one edit: exact match, or the first divergence with text around it."""
+    index = first_divergence(ref, cand)
+    row: dict[str, Any] = {"exact_match": index is None, "reference_tokens": len(ref),
+                           "quantized_tokens": len(cand)}
+    if index is not None:
+        lo, hi = max(0, index - CONTEXT_TOKENS), index + CONTEXT_TOKENS
+        row["first_divergence"] = {
+            "token_index": index,
+            "reference_text": tokenizer.decode(ref[lo:hi]),
+            "quantized_text": tokenizer.decode(cand[lo:hi]),
+        }
+    return row
+
+
+def parity(records: list[dict[str, Any]], tokenizer: Any, prompt_format: str,
+           reference: Merger, candidate: Merger, max_tokens: int) -> dict[str, Any]:
+    """Run both mergers over ``records``; return the figures (exact_match_rate etc.)."""
+    from fastapply.engine_build.quantize import record_snippet
+
+    from fastapply import prompts
+    from fastapply.service import draft_texts
+
+    fmt = prompts.get_format(prompt_format)
+    rows = []
+    for rec in records:
+        snippet = record_snippet(rec)
+        prompt_ids = prompts.build_prompt_ids(tokenizer, fmt, rec["original"], snippet)
+        sources = [prompts.encode(tokenizer, fmt.expected_output(t))
+                   for t in draft_texts(rec["original"], snippet)]
+        ref = reference(prompt_ids, sources, max_tokens)
+        cand = candidate(prompt_ids, sources, max_tokens)
+        rows.append({"id": rec.get("id"), **compare_edit(tokenizer, ref, cand)})
+    exact = sum(r["exact_match"] for r in rows)
+    return {"edits": len(rows), "exact_matches": exact,
+            "exact_match_rate": exact / len(rows) if rows else 0.0,
+            "max_tokens": max_tokens, "per_edit": rows}
+
+
+def fakequant_pair(model_dir: str | Path, calibration: list[list[int]],
+                   context_limit: int) -> tuple[LoadedTorchRuntime, LoadedTorchRuntime]:
+    """(float32 reference, float32 simulated-FP8 candidate) runtimes on CPU."""
+    import torch
+    from fastapply.engine_build.quantize import quantize_model
+    from transformers import AutoModelForCausalLM
+
+    def load() -> Any:
+        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+
+    reference = LoadedTorchRuntime(load(), context_limit)
+    candidate = LoadedTorchRuntime(quantize_model(load(), calibration, "cpu"), context_limit)
+    return reference, candidate
+
+
+def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_tokens: int,
+                 prompt_format: str, work_dir: str | Path) -> dict[str, Any]:
+    """Merges served by tritonserver (torch runtime, CPU float32) vs in-process ones."""
+    from fastapply.client.grpc import FastApplyClient
+    from fastapply.engine_build.quantize import record_snippet
+
+    from fastapply.model_repo import render_repository
+    from fastapply.service import FastApplyService, ServiceConfig
+    from fastapply.serving import TritonServer
+
+    params: dict[str, Any] = {"runtime": "torch", "model_dir": str(model_dir), "device": "cpu",
+              "dtype": "float32", "prompt_format": prompt_format}
+    repo = render_repository(Path(work_dir) / "served-check-repository", **params)
+    local = FastApplyService(ServiceConfig(**params))
+    mismatched: list[Any] = []
+    with TritonServer(repo) as server, FastApplyClient(server.grpc_url) as client:
+        for rec in records:
+            snippet = record_snippet(rec)
+            served = client.apply(rec["original"], snippet, max_tokens=max_tokens)
+            here = local.apply(rec["original"], snippet, max_tokens=max_tokens)
+            if served.merged_code != here.merged_code:
+                mismatched.append(rec.get("id"))
+    return {"edits": len(records), "mismatched": mismatched,
+            "served_equals_in_process": not mismatched}

@@ -1,0 +1,278 @@
+"""The build pipeline on CPU: tiny-cpu end to end, a tiny Llama's TRT-LLM checkpoint,
+the missing trtllm-build, and bad input refused before any heavy work."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("peft")
+pytest.importorskip("modelopt")
+
+from fastapply.engine_build import cli
+from fastapply.engine_build.errors import BuildError
+from fastapply.engine_build.profile import load_profile, profile_names
+from fastapply.engine_build.verify import compare_edit, parity
+
+from fastapply.tinymodel import ensure_tiny_model
+
+
+def build(*args: str) -> int:
+    return cli.main(list(args))
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Path:
+    return ensure_tiny_model()
+
+
+@pytest.fixture(scope="module")
+def adapter(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fastapply.engine_build.lora import make_random_adapter
+
+    return make_random_adapter(tiny, tmp_path_factory.mktemp("adapter"), rank=4, seed=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_build(adapter: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`fastapply build all --config tiny-cpu` with the test's own adapter."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("build")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        status = build("all", "--config", "tiny-cpu", "--out", str(out),
+                       "--adapter", str(adapter))
+    report = json.loads((out / "build-report.json").read_text())
+    return {"status": status, "out": out, "report": report, "stdout": stdout.getvalue()}
+
+
+# -- profiles -------------------------------------------------------------------------------
+
+
+def test_shipped_profiles_load() -> None:
+    assert set(profile_names()) >= {"qwen2.5-coder-1.5b", "qwen2.5-coder-7b", "llama-3.1-8b",
+                                    "tiny-cpu"}
+    for name in profile_names():
+        p = load_profile(name)
+        assert p.max_input_len < p.max_seq_len and p.max_draft_len > 0
+    assert load_profile("llama-3.1-8b").runtime == "trtllm-engine"
+    assert load_profile("qwen2.5-coder-7b").runtime == "trtllm-pytorch"
+
+
+def test_profile_errors(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match=r"unknown profile 'nope'.*tiny-cpu"):
+        load_profile("nope")
+    bad = tmp_path / "p.yaml"
+    bad.write_text("name: x\nmax_draft: 3\n")
+    with pytest.raises(BuildError, match=r"unknown field.*max_draft"):
+        load_profile(str(bad))
+
+
+# -- tiny-cpu end to end ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_all_runs_every_stage_with_progress(tiny_build: dict[str, Any]) -> None:
+    assert tiny_build["status"] == 0, tiny_build["stdout"]
+    for i, stage in enumerate(["merge-lora", "quantize", "engine", "render", "verify"], 1):
+        assert f"[{i}/5] {stage} " in tiny_build["stdout"]
+        assert tiny_build["report"]["stages"][stage]["seconds"] >= 0
+
+
+@pytest.mark.slow
+def test_merge_applies_the_adapter(tiny_build: dict[str, Any], tiny: Path,
+                                   adapter: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    merged_dir = tiny_build["out"] / "merged"
+    assert (merged_dir / "tokenizer.json").is_file()
+    merged = load_file(merged_dir / "model.safetensors")
+    base = load_file(tiny / "model.safetensors")
+    lora = load_file(adapter / "adapter_model.safetensors")
+    name = "model.layers.0.self_attn.q_proj"
+    a = lora[f"base_model.model.{name}.lora_A.weight"]
+    b = lora[f"base_model.model.{name}.lora_B.weight"]
+    expected = base[f"{name}.weight"] + 2.0 * (b @ a)  # lora_alpha / r = 2
+    got = merged[f"{name}.weight"]
+    assert got.dtype == torch.bfloat16
+    assert not torch.allclose(got.float(), base[f"{name}.weight"], atol=1e-3)
+    assert torch.allclose(got.float(), expected, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.slow
+def test_quantize_exports_fp8_weights_and_kv(tiny_build: dict[str, Any]) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    hf = tiny_build["out"] / "quantized" / "hf"
+    quant = json.loads((hf / "hf_quant_config.json").read_text())["quantization"]
+    assert quant["quant_algo"] == "FP8" and quant["kv_cache_quant_algo"] == "FP8"
+    tensors = load_file(hf / "model.safetensors")
+    attn = "model.layers.0.self_attn"
+    assert tensors[f"{attn}.q_proj.weight"].dtype == torch.float8_e4m3fn
+    assert f"{attn}.q_proj.weight_scale" in tensors
+    assert float(tensors[f"{attn}.q_proj.input_scale"]) > 0  # calibrated activation scale
+    assert f"{attn}.k_proj.k_scale" in tensors and f"{attn}.v_proj.v_scale" in tensors
+    entry = tiny_build["report"]["stages"]["quantize"]
+    assert entry["calibration_prompts"] == 4 and "trtllm_checkpoint_dir" not in entry
+    assert "trtllm-pytorch" in entry["message"]  # Qwen2: pointed to the PyTorch backend
+
+
+@pytest.mark.slow
+def test_engine_stage_reports_the_command(tiny_build: dict[str, Any]) -> None:
+    entry = tiny_build["report"]["stages"]["engine"]
+    assert entry["status"] == "skipped"
+    assert "--speculative_decoding_mode draft_tokens_external" in entry["command"]
+    assert "--max_draft_len 16" in entry["command"] and "--max_seq_len 8192" in entry["command"]
+    assert "-trtllm-python-py3" in entry["trtllm_build"]
+
+
+@pytest.mark.slow
+def test_render_fills_every_placeholder(tiny_build: dict[str, Any]) -> None:
+    config = (tiny_build["out"] / "model_repository" / "fast_apply" / "config.pbtxt").read_text()
+    assert "${" not in config
+    assert 'string_value: "torch"' in config
+    assert str((tiny_build["out"] / "merged").resolve()) in config
+
+
+@pytest.mark.slow
+def test_verify_writes_parity_figures(tiny_build: dict[str, Any]) -> None:
+    report = tiny_build["report"]
+    figures = report["parity"]
+    assert figures["edits"] == 4 and figures["candidate"] == "fakequant"
+    assert 0.0 <= figures["exact_match_rate"] <= 1.0 and figures["held_out_disjoint"]
+    for row in report["stages"]["verify"]["parity"]["per_edit"]:
+        if not row["exact_match"]:
+            div = row["first_divergence"]
+            assert div["token_index"] >= 0 and div["reference_text"] != div["quantized_text"]
+
+
+@pytest.mark.slow
+def test_verify_fails_under_the_threshold(tiny_build: dict[str, Any], adapter: Path) -> None:
+    out = tiny_build["out"]
+    rate = tiny_build["report"]["parity"]["exact_match_rate"]
+    status = build("verify", "--config", "tiny-cpu", "--out", str(out), "--adapter",
+                   str(adapter), "--min-exact-match", str(min(1.0, rate + 0.01)))
+    assert status == 1
+    entry = json.loads((out / "build-report.json").read_text())["stages"]["verify"]
+    assert entry["status"] == "failed" and "under the profile's threshold" in entry["error"]
+
+
+def test_parity_figures_from_mergers(tiny: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from fastapply.examples import load_edits
+
+    tok = AutoTokenizer.from_pretrained(tiny)
+    recs = load_edits()[:2]
+
+    def same(prompt: list[int], sources: list[list[int]], n: int) -> list[int]:
+        return sources[0][:n]
+
+    def off_at_3(prompt: list[int], sources: list[list[int]], n: int) -> list[int]:
+        out = sources[0][:n]
+        return out[:3] + [out[3] + 1] + out[4:]
+
+    assert parity(recs, tok, "kortix", same, same, 10)["exact_match_rate"] == 1.0
+    figures = parity(recs, tok, "kortix", same, off_at_3, 10)
+    assert figures["exact_match_rate"] == 0.0
+    assert [r["first_divergence"]["token_index"] for r in figures["per_edit"]] == [3, 3]
+    assert compare_edit(tok, [1, 2], [1, 2, 3])["first_divergence"]["token_index"] == 2
+
+
+# -- Llama: TRT-LLM checkpoint, then the engine stage without trtllm-build ---------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from fastapply.tinymodel import build_tokenizer
+
+    out = tmp_path_factory.mktemp("tiny-llama")
+    tok = build_tokenizer()
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=8192,
+                         eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"))
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.mark.slow
+def test_llama_gets_a_trtllm_checkpoint_and_the_engine_command(
+        tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("trtllm-build"):
+        pytest.skip("trtllm-build is installed here")
+    common = ["--config", "tiny-cpu", "--out", str(tmp_path), "--model", str(tiny_llama),
+              "--no-adapter"]
+    assert build("quantize", *common) == 0
+    ckpt = tmp_path / "quantized" / "trtllm-checkpoint"
+    config = json.loads((ckpt / "config.json").read_text())
+    assert config["quantization"]["quant_algo"] == "FP8"
+    assert config["quantization"]["kv_cache_quant_algo"] == "FP8"
+    assert config["mapping"]["tp_size"] == 1 and (ckpt / "rank0.safetensors").is_file()
+    assert (tmp_path / "quantized" / "hf" / "hf_quant_config.json").is_file()
+    capsys.readouterr()
+    assert build("engine", *common) == 3
+    err = capsys.readouterr().err
+    assert "trtllm-build is not installed" in err
+    assert "nvcr.io/nvidia/tritonserver:" in err and "-trtllm-python-py3" in err
+    assert f"trtllm-build --checkpoint_dir {ckpt} --output_dir {tmp_path / 'engine'}" in err
+    assert "--use_fp8_context_fmha enable" in err
+
+
+# -- bad input: refused before any heavy work ----------------------------------------------------
+
+
+def refused(capsys: pytest.CaptureFixture[str], out: Path, *args: str) -> str:
+    start = time.perf_counter()
+    status = build("all", "--config", "tiny-cpu", "--out", str(out), *args)
+    elapsed = time.perf_counter() - start
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert elapsed < 3.0, f"took {elapsed:.1f} s: heavy work started before the check"
+    assert not (out / "merged").exists() and not (out / "logs").exists()
+    return err
+
+
+def test_missing_model_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, tmp_path / "out", "--model", str(tmp_path / "no-such-model"))
+    assert "no-such-model does not exist" in err and "--model" in err
+
+
+def test_adapter_for_another_base_model(tmp_path: Path, tiny: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    other = tmp_path / "other-adapter"
+    other.mkdir()
+    (other / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": "Qwen/Qwen2.5-Coder-7B", "peft_type": "LORA", "r": 4}))
+    prefix = "base_model.model.model.layers.0.self_attn.q_proj"
+    save_file({f"{prefix}.lora_A.weight": torch.zeros(4, 3584),
+               f"{prefix}.lora_B.weight": torch.zeros(3584, 4)},
+              str(other / "adapter_model.safetensors"))
+    err = refused(capsys, tmp_path / "out", "--model", str(tiny), "--adapter", str(other))
+    assert "does not fit the model" in err and "Qwen/Qwen2.5-Coder-7B" in err
+    assert "in_features 3584, the model's q_proj has 64" in err
+
+
+def test_calibration_file_not_jsonl(tmp_path: Path, tiny: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    calib = tmp_path / "calib.jsonl"
+    calib.write_text("original,updated\nx,y\n")
+    err = refused(capsys, tmp_path / "out", "--model", str(tiny), "--calibration", str(calib))
+    assert f"{calib}:1: not JSON" in err and "one JSON object per line" in err
