@@ -46,7 +46,10 @@ _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
 _SR_START = re.compile(r"^\s*(?:<{5,}|-{5,})\s*SEARCH\s*$")
 _SR_SEP = re.compile(r"^={7}\s*$")
 _SR_END = re.compile(r"^\s*(?:>{5,}|\+{5,})\s*REPLACE\s*$")
-_UDIFF_HUNK = re.compile(r"^@@(?:\s*-(\d+)(?:,(\d+))?\s+\+(\d+)(?:,(\d+))?\s*)?\s*@@.*$")
+#: ``@@ -a,b +c,d @@ ...``, a bare ``@@ ... @@``, or a lone ``@@`` (optionally followed by
+#: a context hint, as in OpenAI's patch format).
+_UDIFF_HUNK = re.compile(
+    r"^@@(?:\s*-(\d+)(?:,(\d+))?\s+\+(\d+)(?:,(\d+))?\s*@@.*|.*@@.*|(?:\s.*)?)$")
 _UDIFF_FILE = re.compile(r"^(?:---|\+\+\+) \S")
 
 

@@ -10,8 +10,8 @@ nowhere leaves the original untouched there and is reported, with the closest ma
 Code is never dropped silently: anything removed lies between a hunk's own anchors.
 
 >>> merge_text = lambda o, s: apply_snippet(o, s).text
->>> merge_text("a\\nb\\nc\\n", "a\\n# ... existing code ...\\nc = 2\\n")
-'a\\nb\\nc = 2\\n'
+>>> merge_text("a\\nb\\nc\\nd\\n", "a\\n# ... existing code ...\\nc\\nc2\\nd\\n")
+'a\\nb\\nc\\nc2\\nd\\n'
 >>> r = apply_snippet("x\\ny\\nx\\n", "<<<<<<< SEARCH\\nx\\n=======\\nz\\n>>>>>>> REPLACE\\n")
 >>> r.text
 'z\\ny\\nx\\n'
@@ -22,10 +22,17 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 from __future__ import annotations
 
 import difflib
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from fastapply._merge_lazy import (
+    Placement,
+    key_exact,
+    key_loose,
+    nonblank_matches,
+    place,
+    positions,
+)
 from fastapply.edits import EditError, EditPlan, Hunk, parse_edit
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
@@ -53,18 +60,6 @@ class MergeResult:
         if self.uncertain:
             raise EditError("; ".join(u.message for u in self.uncertain))
         return self.text
-
-
-#: How far (in original lines) the next segment line may be from the previous match.
-_WINDOW = 12
-#: A line found more often than this after the cursor does not seed an alignment.
-_MAX_SEEDS = 48
-#: A line found at most this often in the original is "rare": a trustworthy anchor.
-_RARE = 3
-#: Gap allowed between two rare anchors (a deletion can be long).
-_RARE_WINDOW = 200
-#: Score lost per original line a lazy segment would drop (a unique line scores 1).
-_DELETE_COST = 0.01
 
 
 @dataclass
@@ -113,12 +108,6 @@ def _closest(needle: Sequence[str], orig: Sequence[str]) -> int:
     return best + 1
 
 
-def _similar(a: str, b: str) -> bool:
-    """Are two lines near enough that one probably replaces the other?"""
-    return (_indent(a) == _indent(b) and bool(b.strip())
-            and difflib.SequenceMatcher(None, a.strip(), b.strip()).ratio() >= 0.6)
-
-
 def _reindent(lines: Sequence[str], snippet_indent: str, orig_indent: str) -> list[str]:
     """Shift lines by the indentation offset found at the anchor."""
     out = []
@@ -127,16 +116,6 @@ def _reindent(lines: Sequence[str], snippet_indent: str, orig_indent: str) -> li
             out.append(orig_indent + s[len(snippet_indent):])
         else:
             out.append(s)
-    return out
-
-
-def _keep_original_context(new: Sequence[str], orig: Sequence[str]) -> list[str]:
-    """``new`` with lines equal (modulo trailing space) to ``orig`` lines in the original's text."""
-    sm = difflib.SequenceMatcher(None, [_norm(s) for s in new], [_norm(s) for s in orig],
-                                 autojunk=False)
-    out = list(new)
-    for a, b, size in sm.get_matching_blocks():
-        out[a:a + size] = orig[b:b + size]
     return out
 
 
@@ -213,146 +192,102 @@ class _Merger:
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
-        full = list(hunk.new)
+        seg = list(hunk.new)
         if not any(s.strip() for s in self.orig):
-            self.replacements.append(_Replacement(0, len(self.orig), full))
+            self.replacements.append(_Replacement(0, len(self.orig), seg))
             return
-        lead = next(i for i, s in enumerate(full) if s.strip())
-        trail = next(i for i, s in enumerate(reversed(full)) if s.strip())
-        core = full[lead:len(full) - trail]
-        pairs, loose = self._ends(core, self.pos)
-        if not pairs:
-            pairs, loose = self._align(core, self.pos)
-        if not pairs:
-            if not hunk.marker_before and not hunk.marker_after:
-                # No markers and no anchor: the snippet is the whole new file.
-                self.replacements.append(_Replacement(0, len(self.orig), full))
-                self.unsure(1, f"{hunk.label}: no line of it matches the original; treated "
-                               f"as the whole new file")
-                return
-            closest = _closest(core, self.orig)
-            self.unsure(closest, f"{hunk.label}: no line of it matches the original; placed "
-                                 f"over the closest match, at line {closest}")
-            pairs = [(0, closest - 1), (len(core) - 1, min(len(self.orig), closest - 1
-                                                          + len(core)) - 1)]
-            loose = False
-        (h, jh), (_, jt) = pairs[0], pairs[-1]
-        start, end = jh, jt + 1
-        if h > 0 and lead:  # new first lines after blank context: they replace up to it
-            q = next((q for q in range(jh - 1, max(self.pos, jh - h - _WINDOW) - 1, -1)
-                      if not self.orig[q].strip()), None)
-            if q is not None:
-                start = q + 1
-        base = start
-        while start > self.pos and base - start < lead and not self.orig[start - 1].strip():
-            start -= 1  # blank context lines above the segment
-        base = end
-        while end < len(self.orig) and end - base < trail and not self.orig[end].strip():
-            end += 1
-        ends_new = pairs[-1][0] < len(core) - 1
-        if ends_new and hunk.marker_after and end < len(self.orig) and _similar(
-                core[-1], self.orig[end]):
-            self.unsure(end + 1, f"{hunk.label}: it ends in new lines with no context after "
-                                 f"them, so original line {end + 1} was kept after them; if it "
-                                 f"was meant to be replaced, add a line of context")
-        if not hunk.marker_before:
-            if start > 0:
-                self.unsure(1, f"{hunk.label}: no marker comes before it, so original lines "
-                               f"1-{start} were replaced by it; add a marker to keep them")
-            start = 0
-        if not hunk.marker_after:
-            if end < len(self.orig):
-                self.unsure(end + 1, f"{hunk.label}: no marker comes after it, so original "
-                                     f"lines {end + 1}-{len(self.orig)} were replaced by it; "
-                                     f"add a marker to keep them")
-            end = len(self.orig)
+        if not hunk.marker_before and not hunk.marker_after and not self._whole_file(seg):
+            # No marker anywhere and not the whole file: an anchored fragment.
+            hunk = replace(hunk, marker_before=True, marker_after=True)
+        p, loose = self._place(seg, hunk)
+        if p is None:
+            self._unplaced(seg, hunk)
+            return
+        (start, first), (last, end) = p.start, p.end
+        i0, i1 = p.pairs[0][0], p.pairs[-1][0]
+        if start < first and (i0 == 0 or first - start > max(3, 2 * i0)):
+            if i0 == 0:  # its first line is context found mid-file: keep what comes before
+                self.unsure(first + 1, f"{hunk.label}: no marker comes before it but its "
+                                       f"first line matches original line {first + 1}, so "
+                                       f"lines {start + 1}-{first} were kept; add a marker")
+                start = first
+            else:
+                self.unsure(start + 1, f"{hunk.label}: no marker comes before it, so original "
+                                       f"lines {start + 1}-{first} were replaced by its first "
+                                       f"{i0} lines; add a marker to keep them")
+        if last < end and (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))):
+            if i1 == len(seg) - 1:
+                self.unsure(last + 1, f"{hunk.label}: no marker comes after it but its last "
+                                      f"line matches original line {last}, so lines "
+                                      f"{last + 1}-{end} were kept; add a marker")
+                end = last
+            else:
+                self.unsure(last + 1, f"{hunk.label}: no marker comes after it, so original "
+                                      f"lines {last + 1}-{end} were replaced by its last "
+                                      f"{len(seg) - 1 - i1} lines; add a marker to keep them")
+        if p.rival >= 0:
+            self.unsure(first + 1, f"{hunk.label}: its anchors match equally well at lines "
+                                   f"{first + 1} and {p.rival + 1}; used line {first + 1}")
         if loose:
-            full = _reindent(full, _indent(core[h]), _indent(self.orig[jh]))
-        region = self.orig[start:end]
-        self.replacements.append(_Replacement(start, end, _keep_original_context(full, region)))
+            i, j = next(((i, j) for i, j in p.pairs if seg[i].strip()), p.pairs[0])
+            seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
+            for i, j in p.pairs:
+                seg[i] = self.orig[j]
+        self.replacements.append(_Replacement(start, end, seg))
         self.pos = end
+
+    def _place(self, seg: list[str], hunk: Hunk) -> tuple[Placement | None, bool]:
+        """Exact placement, or loose (indentation-blind) when that anchors more lines."""
+        best: Placement | None = None
+        best_loose, best_count = False, 0
+        for key, loose in ((key_exact, False), (key_loose, True)):
+            p = place(seg, self.orig, self.pos, hunk.marker_before, hunk.marker_after,
+                      loose, self._positions(key))
+            count = nonblank_matches(p, seg) if p else 0
+            if p is not None and (best is None or count > best_count):
+                best, best_loose, best_count = p, loose, count
+            if best_count:
+                break
+        return best, best_loose
+
+    def _whole_file(self, seg: list[str]) -> bool:
+        """Does a snippet without markers look like the whole new file?
+
+        Yes when its first and last non-blank lines are the file's (loosely), or when it
+        is at least as long as the file; otherwise it is a fragment anchored where its
+        lines match.
+        """
+        ends = [s.strip() for s in seg if s.strip()]
+        file_ends = [s.strip() for s in self.orig if s.strip()]
+        if len(seg) >= len(self.orig) or not ends or not file_ends:
+            return True
+        return ends[0] == file_ends[0] and ends[-1] == file_ends[-1]
+
+    def _unplaced(self, seg: list[str], hunk: Hunk) -> None:
+        """No line of the segment is in the original: whole new file, or inserted."""
+        if not hunk.marker_before and not hunk.marker_after:
+            self.replacements.append(_Replacement(0, len(self.orig), seg))
+            self.unsure(1, f"{hunk.label}: no line of it matches the original; treated "
+                           f"as the whole new file")
+            return
+        if not hunk.marker_after:  # it runs to the end: append it there
+            where, line = len(self.orig), len(self.orig)
+        elif not hunk.marker_before:  # it starts the file: insert it at the top
+            where, line = self.pos, self.pos + 1
+        else:
+            line = _closest(seg, self.orig[self.pos:]) + self.pos
+            where = line - 1
+        self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
+                          f"at line {where + 1}, closest match at line {line}; nothing removed")
+        self.replacements.append(_Replacement(where, where, seg))
+        self.pos = where
 
     def _positions(self, key: Callable[[str], str]) -> dict[str, list[int]]:
         """Original line positions by key (built once per key function)."""
         table = self._tables.get(key)
         if table is None:
-            table = {}
-            for j, line in enumerate(self.orig):
-                table.setdefault(key(line), []).append(j)
-            self._tables[key] = table
+            table = self._tables[key] = positions(self.orig, key)
         return table
-
-    def _ends(self, seg: Sequence[str], lo: int) -> tuple[list[tuple[int, int]], bool]:
-        """First/last-line anchoring: the segment's first line at a, its last line at e.
-
-        The lines matching in a row from a (the head run) and back from e (the tail run)
-        count by rarity (a line found c times in the original weighs 1/c), minus
-        ``_DELETE_COST`` for each original line in between that the segment would drop.
-        ``e`` may also be the end of the head run (the segment ends in new lines). The
-        best score wins, then the one nearest ``lo``, then the most compact region.
-
-        Returns [(0, a), (i, e)] or [] when the first line is found nowhere.
-        """
-        for key, loose in ((_norm, False), (_loose, True)):
-            table = self._positions(key)
-            okeys = [key(s) for s in self.orig]
-            skeys = [key(s) for s in seg]
-            n = len(skeys)
-            heads = table.get(skeys[0], [])
-            heads = heads[bisect_left(heads, lo):][:_MAX_SEEDS]
-            if not heads:
-                continue
-            tails = table.get(skeys[-1], [])
-            weight = [1.0 / max(1, len(table.get(k, ()))) for k in skeys]
-
-            best: tuple[float, int, int, int, int] | None = None  # (-score, a, span, e, i)
-            for a in heads:
-                h, wh = _run(okeys, skeys, weight, a, 1, 0, n)
-                options = [(a + h - 1, h - 1, 0, 0.0)]
-                for e in tails[bisect_left(tails, a + h):][:_MAX_SEEDS]:
-                    t, wt = _run(okeys, skeys, weight, e, -1, n - 1, h - 1)
-                    options.append((e, n - 1, t, wt))
-                for e, i, t, wt in options:
-                    dropped = max(0, (e - a + 1) - h - t)
-                    cand = (-(wh + wt - _DELETE_COST * dropped), a, e - a, e, i)
-                    if best is None or cand < best:
-                        best = cand
-            if best is not None:
-                return [(0, best[1]), (best[4], best[3])], loose
-        return [], False
-
-    def _align(self, seg: Sequence[str], lo: int) -> tuple[list[tuple[int, int]], bool]:
-        """Matched (segment line, original line) pairs of the best placement after ``lo``.
-
-        Rare lines (found at most ``_RARE`` times in the original) seed alignments that
-        grow through other rare lines, in order; the seed matching most rare lines wins,
-        nearest first. The winner is then extended at both ends through any equal lines
-        (a ``)`` or ``}`` of context) at most ``_WINDOW`` lines apart. A segment with no
-        rare line is placed the same way using its common lines, nearest first.
-        """
-        for key, loose in ((_norm, False), (_loose, True)):
-            table = self._positions(key)
-            okeys = [key(s) for s in self.orig]
-            skeys = [key(s) for s in seg]
-            rare = [len(table.get(k, ())) <= _RARE and k.strip() != "" for k in skeys]
-            for only_rare in (True, False):
-                best: list[tuple[int, int]] = []
-                for i, k in enumerate(skeys):
-                    if not k.strip() or (only_rare and not rare[i]):
-                        continue
-                    js = table.get(k, [])
-                    for j in js[bisect_left(js, lo):][:_MAX_SEEDS]:
-                        pairs = _grow(skeys, okeys, i, j, lo,
-                                      rare if only_rare else None,
-                                      _RARE_WINDOW if only_rare else _WINDOW)
-                        if len(pairs) > len(best) or (
-                                len(pairs) == len(best) and pairs[0][1] < best[0][1]):
-                            best = pairs
-                if best:
-                    if only_rare:
-                        best = _extend_ends(skeys, okeys, best, lo)
-                    return best, loose
-        return [], False
 
     def text_lines(self) -> list[str]:
         out: list[str] = []
@@ -367,49 +302,6 @@ class _Merger:
             cursor = r.end
         out.extend(self.orig[cursor:])
         return out
-
-
-def _run(okeys: Sequence[str], skeys: Sequence[str], weight: Sequence[float], a: int,
-         step: int, start: int, stop: int) -> tuple[int, float]:
-    """Lines equal in a row from (start, a) in direction ``step``, and their weight."""
-    k, w = 0, 0.0
-    while (0 <= start + k * step < len(skeys) and start + k * step != stop
-           and 0 <= a + k * step < len(okeys)
-           and okeys[a + k * step] == skeys[start + k * step]):
-        w += weight[start + k * step]
-        k += 1
-    return k, w
-
-
-def _grow(skeys: Sequence[str], okeys: Sequence[str], i: int, j: int, lo: int,
-          allowed: Sequence[bool] | None, window: int) -> list[tuple[int, int]]:
-    """Greedy in-order matches around seed (i, j), both ways, gaps up to ``window``."""
-    pairs = [(i, j)]
-    for step in (1, -1):
-        p = j + step
-        for t in range(i + step, len(skeys) if step > 0 else -1, step):
-            if not skeys[t].strip() or (allowed is not None and not allowed[t]):
-                continue
-            for q in range(p, p + step * window, step):
-                if not lo <= q < len(okeys):
-                    break
-                if okeys[q] == skeys[t]:
-                    pairs.append((t, q))
-                    p = q + step
-                    break
-    pairs.sort()
-    return pairs
-
-
-def _extend_ends(skeys: Sequence[str], okeys: Sequence[str], pairs: list[tuple[int, int]],
-                 lo: int) -> list[tuple[int, int]]:
-    """Add equal lines before the first and after the last matched pair."""
-    (i0, j0), (i1, j1) = pairs[0], pairs[-1]
-    before = _grow(skeys[: i0 + 1], okeys[: j0 + 1], i0, j0, lo, None, _WINDOW)
-    after = _grow(skeys, okeys, i1, j1, j1, None, _WINDOW)
-    head = [(t, q) for t, q in before if t < i0]
-    tail = [(t, q) for t, q in after if t > i1]
-    return head + pairs + tail
 
 
 def merge(original: str, plan: EditPlan) -> MergeResult:

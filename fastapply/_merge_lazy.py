@@ -1,0 +1,296 @@
+"""Placing one lazy segment in the original: a weighted, in-order alignment.
+
+A lazy segment is a run of consecutive lines of the *result*; between segments, a marker
+stands for a run of unchanged original lines. Placing a segment means finding the
+original region ``orig[start:end]`` it replaces. We pick the chain of matched line pairs
+``(i, j)`` (segment line i equals original line j, both increasing) that maximises
+
+    sum of match weights  -  DEL_COST * (original lines skipped between matches)
+                          -  EDGE_COST at each segment edge next to a marker that is
+                             not itself a matched line (a segment should start and end
+                             in context)
+
+A line's weight falls with how often it occurs in the original (a unique line is worth
+1.0, a line found 25 times 0.2, a blank line 0.02), so generic lines (``}``, ``try:``)
+cannot outvote a distinctive anchor. Two passes:
+
+1. *locate*: the best chains over all candidate pairs, with a flat LOCATE_COST per
+   skipped line, in O(P log N) for P pairs with a Fenwick tree of prefix maxima over
+   ``j`` (``best[q] + LOCATE_COST * j_q``); the best few disjoint regions are kept;
+2. *align*: an exact edit-distance alignment in a window around each region, where a
+   skipped original line is either dropped (DEL_COST) or replaced by a segment line
+   (SUB_COST, or a gain when the two lines share most of their words: an edited line).
+
+Among equal scores the placement nearest the previous segment wins; a later region
+scoring the same is reported as an ambiguity (``rival``).
+
+>>> orig = ["a = 1", "b = 2", "c = 3", "d = 4"]
+>>> p = place(["b = 2", "x = 9", "d = 4"], orig, lo=0, marker_before=True,
+...           marker_after=True, loose=False)
+>>> (p.start, p.end, p.pairs)
+((1, 1), (4, 4), ((0, 1), (2, 3)))
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+#: Score units per unique matched line (scores are integers to make ties exact).
+UNIT = 1000
+#: Cost per original line that a chain skips (drops) between two matches.
+DEL_COST = 300
+#: Cost of a segment edge next to a marker that is not a matched line.
+EDGE_COST = 60000
+#: Cost per original line replaced by a (different) segment line.
+SUB_COST = 100
+#: Cost per skipped original line when locating candidate regions (coarse pass).
+LOCATE_COST = 30
+#: Word overlap from which a changed line counts as an edit of the original line.
+SIMILAR = 0.5
+#: Gain of replacing a line by a fully similar one (times the overlap).
+SIM_GAIN = 300
+#: Candidate regions refined by the exact alignment.
+CANDIDATES = 4
+#: Weight of a blank line (they are everywhere).
+BLANK_WEIGHT = 20
+
+_NEG = -(1 << 60)
+_WORD = re.compile(r"\w+|[^\w\s]+")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a segment goes: it replaces ``orig[start[0]:end[1]]``."""
+
+    #: (first original line of the region, first original line matched), 0-based.
+    start: tuple[int, int]
+    #: (last original line matched + 1, end of the region), 0-based.
+    end: tuple[int, int]
+    #: Matched (segment line, original line) pairs, increasing.
+    pairs: tuple[tuple[int, int], ...]
+    #: Start line (0-based) of another region that scored the same, or -1.
+    rival: int = -1
+
+
+def key_exact(line: str) -> str:
+    return line.rstrip()
+
+
+def key_loose(line: str) -> str:
+    return line.strip()
+
+
+def positions(orig: Sequence[str], key: Callable[[str], str]) -> dict[str, list[int]]:
+    """Original line numbers (0-based) by key."""
+    table: dict[str, list[int]] = {}
+    for j, line in enumerate(orig):
+        table.setdefault(key(line), []).append(j)
+    return table
+
+
+def weight(k: str, count: int) -> int:
+    """Match weight of a line whose key occurs ``count`` times in the original.
+
+    >>> weight("return x", 1), weight("}", 25), weight("", 300)
+    (1000, 200, 20)
+    """
+    if not k.strip():
+        return BLANK_WEIGHT
+    return max(BLANK_WEIGHT, int(UNIT / math.sqrt(max(1, count))))
+
+
+class _PrefixMax:
+    """Fenwick tree: prefix maxima of (score, -chain start, pair index) over ``j``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.tree: list[tuple[int, int, int]] = [(_NEG, 0, -1)] * (n + 1)
+
+    def update(self, j: int, value: tuple[int, int, int]) -> None:
+        j += 1
+        while j <= self.n:
+            if value > self.tree[j]:
+                self.tree[j] = value
+            j += j & -j
+
+    def query(self, j: int) -> tuple[int, int, int]:
+        """Max over positions < j."""
+        best = (_NEG, 0, -1)
+        while j > 0:
+            if self.tree[j] > best:
+                best = self.tree[j]
+            j -= j & -j
+        return best
+
+
+def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
+          marker_after: bool, loose: bool,
+          table: dict[str, list[int]] | None = None) -> Placement | None:
+    """Best placement of ``seg`` in ``orig[lo:]``, or None if no line of it matches.
+
+    Without a marker before it the segment starts at the top of the file (original lines
+    before its first match are dropped, at DEL_COST each); without one after it, it runs
+    to the end. The caller decides what to keep when that would drop much.
+    """
+    key = key_loose if loose else key_exact
+    if table is None:
+        table = positions(orig, key)
+    n = len(orig)
+    skeys = [key(s) for s in seg]
+    last = len(seg) - 1
+    pairs: list[tuple[int, int]] = []
+    scores: list[int] = []
+    starts: list[int] = []
+    parent: list[int] = []
+    finals: list[tuple[int, int, int]] = []  # (final score, -start, pair index)
+    tree = _PrefixMax(n)
+    for i, k in enumerate(skeys):
+        js = table.get(k, [])
+        js = js[bisect_left(js, lo):]
+        if not js:
+            continue
+        w = weight(k, len(table.get(k, ())))
+        fresh = []
+        for j in js:
+            begin = (EDGE_COST if i > 0 else 0) if marker_before else LOCATE_COST * (j - lo)
+            value, start, par = w - begin, j, -1
+            prev = tree.query(j)
+            if prev[2] >= 0:
+                chained = prev[0] - LOCATE_COST * (j - 1) + w
+                if chained > value or (chained == value and -prev[1] < start):
+                    value, start, par = chained, -prev[1], prev[2]
+            fresh.append((j, value, start, par))
+        for j, value, start, par in fresh:
+            idx = len(pairs)
+            pairs.append((i, j))
+            scores.append(value)
+            starts.append(start)
+            parent.append(par)
+            tree.update(j, (value + LOCATE_COST * j, -start, idx))
+            end_cost = (EDGE_COST if i < last else 0) if marker_after \
+                else LOCATE_COST * (n - 1 - j)
+            finals.append((value - end_cost, -start, idx))
+    if not finals:
+        return None
+    finals.sort(reverse=True)
+    cands: list[tuple[int, int]] = []  # distinct (first, last) matched lines, best first
+    for _, neg_start, idx in finals:
+        region = (-neg_start, pairs[idx][1])
+        if all(region[1] < c[0] or region[0] > c[1] for c in cands):
+            cands.append(region)
+            if len(cands) == CANDIDATES:
+                break
+    margin = len(seg) + 8
+    weights = [weight(k, len(table.get(k, ()))) for k in skeys]
+
+    def window(first: int, last: int, floor: int) -> tuple[int, Placement]:
+        w0, w1 = max(floor, first - margin), min(n, last + margin + 1)
+        return align(skeys, [key(s) for s in orig[w0:w1]], w0, lo, n, weights,
+                     marker_before, marker_after)
+
+    results = sorted((window(first, last, lo) for first, last in cands),
+                     key=lambda r: (-r[0], r[1].start[0]))
+    score, best = results[0]
+    rival = -1
+    if marker_before:  # the same score after the chosen region: an ambiguous anchor
+        for first, last in cands:
+            if first >= best.end[1] and last + 1 - best.end[1] >= 1:
+                other_score, other = window(first, last, best.end[1])
+                if other_score == score and other.pairs:
+                    rival = other.start[1]
+                    break
+    return Placement(best.start, best.end, best.pairs, rival)
+
+
+def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
+          weights: Sequence[int], marker_before: bool, marker_after: bool
+          ) -> tuple[int, Placement]:
+    """Exact alignment of a segment with the window ``okeys`` = orig[w0:w0+len(okeys)].
+
+    Edit costs: a matched line gains its weight, an original line replaced by a segment
+    line costs SUB_COST, one dropped costs DEL_COST, a segment line inserted costs
+    nothing; an unmatched edge line next to a marker costs EDGE_COST. Without a marker
+    before (after), original lines between ``lo`` (the end) and the window cost DEL_COST.
+    Returns (score, placement); among equal scores the placement starting first wins.
+    """
+    big = 1 << 21  # score * big - start: lexicographic (score, -start) in one int
+    L, W = len(skeys), len(okeys)
+    edge = [0] * L
+    if marker_before:
+        edge[0] = EDGE_COST * big
+    if marker_after:
+        edge[-1] += EDGE_COST * big
+    row = [-(w0 + j) for j in range(W + 1)] if marker_before else \
+        [-(DEL_COST * (w0 + j - lo)) * big - lo for j in range(W + 1)]
+    back: list[bytearray] = []  # 1 match, 2 substitute, 3 insert, 4 delete
+    dele, sub = DEL_COST * big, SUB_COST * big
+    stoks, otoks = [_tokens(k) for k in skeys], [_tokens(k) for k in okeys]
+    for i in range(L):
+        k, gain, e = skeys[i], weights[i] * big, edge[i]
+        cur = [row[0] - e]
+        codes = bytearray(W + 1)
+        codes[0] = 3
+        toks = stoks[i]
+        for j in range(W):
+            if okeys[j] == k:
+                v, c = row[j] + gain, 1
+            else:
+                o = otoks[j]
+                s = len(toks & o) / max(len(toks), len(o)) if toks and o else 0.0
+                v = row[j] + int(SIM_GAIN * s) * big - e if s >= SIMILAR else row[j] - sub - e
+                c = 2
+            ins = row[j + 1] - e
+            if ins > v:
+                v, c = ins, 3
+            d = cur[j] - dele
+            if d > v:
+                v, c = d, 4
+            cur.append(v)
+            codes[j + 1] = c
+        back.append(codes)
+        row = cur
+    if marker_after:
+        end = max(range(W + 1), key=lambda j: (row[j], -j))
+        total = row[end]
+    else:
+        tails = [row[j] - DEL_COST * (n - w0 - j) * big for j in range(W + 1)]
+        end = max(range(W + 1), key=lambda j: (tails[j], -j))
+        total = tails[end]
+    score = -((-total) // big) if total % big else total // big
+    pairs: list[tuple[int, int]] = []
+    consumed: list[int] = []
+    i, j = L, end
+    while i > 0:
+        c = back[i - 1][j]
+        if c in (1, 2):
+            if c == 1:
+                pairs.append((i - 1, w0 + j - 1))
+            consumed.append(w0 + j - 1)
+            i, j = i - 1, j - 1
+        elif c == 3:
+            i -= 1
+        else:
+            consumed.append(w0 + j - 1)
+            j -= 1
+    pairs.reverse()
+    first = min(consumed) if consumed else w0 + j
+    last = max(consumed) + 1 if consumed else w0 + j
+    if not pairs:
+        pairs = [(0, first)]
+    region = (first if marker_before else lo, last if marker_after else n)
+    return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
+                            tuple(pairs))
+
+
+def _tokens(line: str) -> frozenset[str]:
+    """The words of a line (for a cheap similarity between a line and its edit)."""
+    return frozenset(_WORD.findall(line))
+
+
+def nonblank_matches(p: Placement, seg: Sequence[str]) -> int:
+    """How many matched pairs are non-blank lines."""
+    return sum(1 for i, _ in p.pairs if seg[i].strip())

@@ -1,0 +1,168 @@
+"""Deterministic merge: crafted cases, file formats, uncertainty, errors, the corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from fastapply.edits import EditError
+from fastapply.merge import MergeResult, Uncertainty, apply_snippet
+
+CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
+              Path(__file__).resolve().parents[1].parent / "shared" / "data" / "edits-dev.jsonl")
+
+PY = ("import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n\n\n"
+      "def c():\n    return 3\n")
+JS = "function a() {\n  return 1;\n}\n\nfunction b() {\n  return 2;\n}\n"
+
+
+@pytest.mark.parametrize("marker", [
+    "# ... existing code ...", "# ...", "# ... unchanged ...", "# ... rest of code ...",
+    "# ... keep existing code ...", "# ... code remains the same ...", "...",
+    "# ... keep a() ...", "# ... existing code remains the same ..."])
+def test_lazy_edit_between_markers(marker: str) -> None:
+    snippet = f"{marker}\ndef b():\n    return 20\n\n\ndef c():\n{marker}\n"
+    assert apply_snippet(PY, snippet).check() == PY.replace("return 2\n", "return 20\n")
+
+
+@pytest.mark.parametrize("marker", ["// ... existing code ...", "/* ... */", "// ..."])
+def test_lazy_edit_in_c_style_comments(marker: str) -> None:
+    snippet = f"{marker}\nfunction b() {{\n  return 22;\n}}\n"
+    assert apply_snippet(JS, snippet).check() == JS.replace("return 2;", "return 22;")
+
+
+def test_html_and_sql_markers() -> None:
+    html = "<ul>\n  <li>a</li>\n  <li>b</li>\n</ul>\n"
+    got = apply_snippet(html, "<!-- ... -->\n  <li>b</li>\n  <li>c</li>\n</ul>\n").check()
+    assert got == "<ul>\n  <li>a</li>\n  <li>b</li>\n  <li>c</li>\n</ul>\n"
+    sql = "SELECT a,\n  b\nFROM t\nWHERE x = 1;\n"
+    assert apply_snippet(sql, "-- ...\nFROM t\nWHERE x = 2;\n").check() == sql.replace("1;", "2;")
+
+
+def test_lazy_insertion_and_deletion() -> None:
+    snippet = "import os\nimport sys\n# ... existing code ...\n"
+    want = PY.replace("import os\n", "import os\nimport sys\n")
+    assert apply_snippet(PY, snippet).check() == want
+    deletion = "# ...\n    return 1\n\n\ndef c():\n# ...\n"
+    assert apply_snippet(PY, deletion).check() == PY.replace("def b():\n    return 2\n\n\n", "")
+
+
+def test_search_replace_and_udiff_and_mixed() -> None:
+    sr = ("<<<<<<< SEARCH\ndef a():\n    return 1\n=======\ndef a():\n    return 10\n"
+          ">>>>>>> REPLACE\n")
+    assert apply_snippet(PY, sr).check() == PY.replace("return 1\n", "return 10\n")
+    cline = sr.replace("<<<<<<< SEARCH", "------- SEARCH").replace(">>>>>>> REPLACE",
+                                                                   "+++++++ REPLACE")
+    assert apply_snippet(PY, cline).check() == PY.replace("return 1\n", "return 10\n")
+    diff = "--- a/x.py\n+++ b/x.py\n@@ -8,2 +8,2 @@\n def b():\n-    return 2\n+    return 5\n"
+    assert apply_snippet(PY, diff).check() == PY.replace("return 2\n", "return 5\n")
+    bare = "@@ ... @@\n def b():\n-    return 2\n+    return 5\n"
+    assert apply_snippet(PY, bare).check() == PY.replace("return 2\n", "return 5\n")
+    mixed = sr + "# ... existing code ...\ndef c():\n    return 30\n"
+    assert apply_snippet(PY, mixed).check() == PY.replace("return 1\n", "return 10\n").replace(
+        "return 3\n", "return 30\n")
+
+
+def test_crlf_tabs_non_ascii_and_final_newline_are_preserved() -> None:
+    original = "func a() {\r\n\treturn \"héllo\"\r\n}\r\n\r\nfunc b() {\r\n\treturn 1\r\n}"
+    snippet = "// ...\nfunc b() {\n\treturn \"日本\"\n}"
+    got = apply_snippet(original, snippet).check()
+    assert got == original.replace("\treturn 1", "\treturn \"日本\"")
+    assert not got.endswith("\n")
+
+
+def test_trailing_whitespace_and_indentation_offset_are_tolerated() -> None:
+    # The snippet lost the class indentation: it is re-indented to the file's.
+    original = "class K:\n    def f(self):   \n        return 1\n\n    def g(self):\n        pass\n"
+    snippet = "# ...\ndef f(self):\n    return 2\n\ndef g(self):\n# ...\n"
+    assert apply_snippet(original, snippet).check() == original.replace("return 1", "return 2")
+
+
+def test_snippet_into_an_empty_file() -> None:
+    assert apply_snippet("", "x = 1\ny = 2\n").check() == "x = 1\ny = 2\n"
+    assert apply_snippet("", "<<<<<<< SEARCH\n=======\nx = 1\n>>>>>>> REPLACE\n").check() == \
+        "x = 1\n"
+
+
+def test_fragment_without_markers_is_anchored_and_whole_file_replaces() -> None:
+    assert apply_snippet(PY, "def b():\n    return 20\n").check() == \
+        PY.replace("return 2\n", "return 20\n")
+    whole = "import os\n\n\ndef c():\n    return 3\n"
+    assert apply_snippet(PY, whole).check() == whole
+
+
+def test_long_file_merges() -> None:
+    body = "".join(f"def f{i}(x):\n    if x:\n        return {i}\n    return None\n\n"
+                   for i in range(500))
+    assert body.count("\n") == 2500
+    snippet = "# ...\ndef f250(x):\n    if x:\n        return -1\n    return None\n# ...\n"
+    result = apply_snippet(body, snippet)
+    assert result.check() == body.replace("return 250\n", "return -1\n")
+    sr = "<<<<<<< SEARCH\ndef f499(x):\n=======\ndef g(x):\n>>>>>>> REPLACE\n"
+    assert apply_snippet(body, sr).check() == body.replace("def f499(x)", "def g(x)")
+
+
+def test_ambiguous_anchor_is_reported_with_both_lines() -> None:
+    original = "x = 1\ny = 2\nx = 1\n"
+    result = apply_snippet(original, "<<<<<<< SEARCH\nx = 1\n=======\nz = 0\n>>>>>>> REPLACE\n")
+    assert result.text == "z = 0\ny = 2\nx = 1\n"
+    assert result.uncertain and "lines 1 and 3" in result.uncertain[0].message
+    with pytest.raises(EditError, match="lines 1 and 3"):
+        result.check()
+    lazy = "if a:\n    b()\nelse:\n    c()\n\nif a:\n    b()\nelse:\n    c()\n"
+    res = apply_snippet(lazy, "# ...\nif a:\n    b(1)\nelse:\n# ...\n")
+    assert "b()" in res.text and res.text.count("b(1)") == 1
+    assert any("lines 1 and 6" in u.message for u in res.uncertain)
+
+
+def test_missing_search_text_names_the_closest_line() -> None:
+    original = "".join(f"line {i}\n" for i in range(1, 60))
+    original = original.replace("line 41\n", "def target(a, b):\n")
+    sr = ("<<<<<<< SEARCH\nline 1\n=======\nfirst\n>>>>>>> REPLACE\n"
+          "<<<<<<< SEARCH\ndef target(a, c):\n    pass\n=======\nx\n>>>>>>> REPLACE\n")
+    result = apply_snippet(original, sr)
+    assert result.text.startswith("first\n") and "def target(a, b):" in result.text
+    assert result.uncertain == (Uncertainty(41, "SEARCH block 2 (snippet line 6) not found in "
+                                                "the original; closest match at line 41"),)
+    with pytest.raises(EditError, match=r"SEARCH block 2 .* closest match at line 41"):
+        result.check()
+
+
+def test_udiff_whose_context_is_missing_is_an_error_on_check() -> None:
+    result = apply_snippet(PY, "@@ -8,2 +8,2 @@\n def nope():\n-    return 2\n+    return 5\n")
+    assert result.text == PY
+    with pytest.raises(EditError, match=r"diff hunk 1 .* not found"):
+        result.check()
+
+
+def test_code_is_never_silently_dropped_when_no_line_matches() -> None:
+    result = apply_snippet(PY, "# ...\ndef zzz():\n    return 9\n# ...\n")
+    assert all(line in result.text for line in PY.splitlines())
+    assert result.uncertain and "no line of it matches" in result.uncertain[0].message
+
+
+def test_merge_result_check_passes_text_through() -> None:
+    assert MergeResult("abc").check() == "abc"
+
+
+def _corpus() -> list[dict[str, str]]:
+    if not CORPUS.exists():
+        pytest.skip(f"edit corpus not found at {CORPUS} (set FASTAPPLY_DATA)")
+    return [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
+
+
+@cache
+def _exact_rate(field: str) -> float:
+    recs = _corpus()
+    return sum(apply_snippet(r["original"], r[field]).text == r["updated"]
+               for r in recs) / len(recs)
+
+
+@pytest.mark.parametrize("field,floor", [("search_replace", 0.99), ("udiff", 0.99),
+                                         ("lazy_snippet", 0.85)])
+def test_corpus_exact_rate(field: str, floor: float) -> None:
+    assert _exact_rate(field) >= floor
