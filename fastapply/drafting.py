@@ -7,8 +7,10 @@ the edit snippet. :class:`SpeculativeEditsDrafter` keeps a cursor in each source
 every verification step it checks whether the new output tokens continued the source at
 the cursor; if so the cursor advances, if not the source is re-synchronised by the
 longest suffix of the output found in it, preferring the place nearest after the old
-cursor. The draft is the next K tokens after the cursor of the best source; K doubles
-while drafts are accepted whole and halves when they are not.
+cursor. The draft is the next K tokens after the cursor of the source with the longest
+match (ties go to the earlier source); K doubles while drafts are accepted whole and
+halves when they are not, so it is back to 1 after six rejected drafts of 64 and back to
+64 after six accepted ones. With no source matching at all the draft is empty (K = 0).
 
 Worked example (tokens are small ints; source 0 is the candidate, 1 the original)::
 
@@ -24,9 +26,11 @@ Worked example (tokens are small ints; source 0 is the candidate, 1 the original
 >>> d.propose([1, 2, 3, 4], max_len=8)
 [5]
 
-Per-step cost is independent of file length: the n-gram index is built once per
-request, a lookup probes at most ``MAX_NGRAM`` keys, bisects sorted position lists and
-extends at most ``MAX_EXTEND`` candidate matches by at most ``MAX_MATCH`` tokens.
+Per-step cost is independent of file length: a cursor in sync costs a comparison of the
+new tokens (at most K + 1); a source's n-gram index is built once per request, on its
+first resync (a source that never leaves sync is never indexed); a resync probes at most
+``MAX_NGRAM`` keys, bisects one sorted position list and extends at most
+``MAX_EXTEND + 1`` candidate positions by at most ``MAX_MATCH`` tokens.
 """
 
 from __future__ import annotations
@@ -74,8 +78,15 @@ def build_index(tokens: Sequence[int], max_n: int = MAX_NGRAM) -> Index:
     toks = list(tokens)
     for n in range(1, max_n + 1):
         table = index[n]
-        for end in range(n, len(toks) + 1):
-            table.setdefault(tuple(toks[end - n:end]), []).append(end)
+        # zip(toks, toks[1:], ...) yields every n-gram as a tuple without slicing; the
+        # shifted lists differ in length on purpose (it stops at the last full n-gram)
+        grams = zip(*(toks[i:] for i in range(n)), strict=False)
+        for end, gram in enumerate(grams, start=n):
+            positions = table.get(gram)
+            if positions is None:
+                table[gram] = [end]
+            else:
+                positions.append(end)
     return index
 
 
@@ -112,8 +123,9 @@ def find_resync(output: Sequence[int], source: Sequence[int],
     >>> find_resync([3, 1, 2], src, build_index(src), cursor=3)
     (5, 3)
     """
-    for n in range(min(len(index) - 1, len(output)), 0, -1):
-        positions = index[n].get(tuple(output[-n:]))
+    tail = list(output[-MAX_MATCH:])  # bounded, and a list whatever ``output`` is
+    for n in range(min(len(index) - 1, len(tail)), 0, -1):
+        positions = index[n].get(tuple(tail[-n:]))
         if not positions:
             continue
         i = bisect_left(positions, cursor)
@@ -122,7 +134,7 @@ def find_resync(output: Sequence[int], source: Sequence[int],
             picks.append(positions[i - 1])
         best, best_len = -1, 0
         for pos in picks:
-            length = match_length(output, source, pos)
+            length = match_length(tail, source, pos)
             if length > best_len:
                 best, best_len = pos, length
         return best, best_len
@@ -133,55 +145,79 @@ def find_resync(output: Sequence[int], source: Sequence[int],
 class _Source:
     #: The source's tokens.
     tokens: list[int]
-    #: Its n-gram index (built once).
-    index: Index
-    #: Position of the token expected next; -1 when out of sync.
+    #: Its n-gram index, built on the first resync (never, while the source stays in sync).
+    index: Index | None = None
+    #: Position of the token expected next; ``-(hint + 1)`` when out of sync, where hint
+    #: is the position the output had reached in this source when it left it.
     cursor: int = 0
-    #: Length of the output match that placed the cursor (large while in sync).
+    #: Length of the output suffix matched at the cursor, capped at MAX_MATCH.
     strength: int = MAX_MATCH
+
+
+def advance(tokens: Sequence[int], cursor: int, new: Sequence[int]) -> int:
+    """How many of ``new`` continue ``tokens`` at ``cursor`` (the accepted run).
+
+    >>> advance([1, 2, 3, 4], 1, [2, 3, 9])
+    2
+    """
+    if tokens[cursor:cursor + len(new)] == new:  # the usual case, at C speed
+        return len(new)
+    n, top = 0, min(len(new), len(tokens) - cursor)
+    while n < top and tokens[cursor + n] == new[n]:
+        n += 1
+    return n
+
+
+def next_k(k: int, draft_len: int, accepted: int, min_k: int, max_k: int) -> int:
+    """K after a step: double when the whole draft was taken, else halve (at least the
+    accepted run, so a source that was right for a while keeps most of its K).
+
+    >>> next_k(8, 8, 8, 1, 64), next_k(8, 8, 0, 1, 64), next_k(64, 64, 50, 1, 64)
+    (16, 4, 50)
+    """
+    if accepted >= draft_len:
+        return min(max_k, max(2 * k, 1))
+    return max(min_k, min(max_k, max(k // 2, accepted)))
 
 
 class SpeculativeEditsDrafter:
     """Drafts from several sources with one cursor each; K adapts to acceptance.
 
-    ``sources`` are token lists in priority order (candidate merge, original, snippet).
+    ``sources`` are token lists in priority order (candidate merge, original, snippet);
+    empty ones are allowed. The draft comes from the source with the longest suffix match
+    at its cursor, ties going to the earlier source.
     """
 
     def __init__(self, sources: Sequence[Sequence[int]], max_k: int = 64, min_k: int = 1,
                  start_k: int | None = None) -> None:
-        #: The sources with their indexes and cursors, in priority order.
-        self.sources = [_Source(list(s), build_index(s)) for s in sources]
-        #: Largest and smallest draft length (K).
+        #: The sources with their cursors (indexes built lazily), in priority order.
+        self.sources = [_Source(list(s)) for s in sources]
+        #: Largest and smallest draft length (K); min_k <= max_k.
         self.max_k, self.min_k = max_k, min(min_k, max_k)
         #: Current draft length.
         self.k = max_k if start_k is None else start_k
-        #: Output length when the last draft was made, and that draft.
+        #: Output length when the last draft was made.
         self._seen = 0
+        #: The last draft, to tell how much of it the model accepted.
         self._draft: list[int] = []
 
     def _observe(self, output: Sequence[int]) -> None:
         """Adapt K and advance or invalidate each cursor by the tokens added since."""
-        new = list(output[self._seen:])
+        new = list(output[self._seen:])  # at most K + 1 tokens: bounded work
         if not new:
             return
-        draft = self._draft
-        if draft:
-            if new[:len(draft)] == draft:
-                self.k = min(self.max_k, max(2 * self.k, 1))
-            else:
-                accepted = 0
-                top = min(len(new), len(draft))
-                while accepted < top and new[accepted] == draft[accepted]:
-                    accepted += 1
-                self.k = max(self.min_k, self.k // 2, accepted)
-        n = len(new)
+        if self._draft:
+            accepted = advance(new, 0, self._draft)  # the draft's prefix the model took
+            self.k = next_k(self.k, len(self._draft), accepted, self.min_k, self.max_k)
         for src in self.sources:
             c = src.cursor
-            if c >= 0 and src.tokens[c:c + n] == new:
-                src.cursor = c + n
-                src.strength = min(MAX_MATCH, src.strength + n)
-            elif c >= 0:
-                src.cursor = -(c + 1)  # out of sync; remember where it was
+            if c < 0:
+                continue
+            run = advance(src.tokens, c, new)
+            if run == len(new):
+                src.cursor, src.strength = c + run, min(MAX_MATCH, src.strength + run)
+            else:
+                src.cursor = -(c + run + 1)  # out of sync; remember where it left
         self._seen = len(output)
 
     def propose(self, output: Sequence[int], max_len: int) -> list[int]:
@@ -192,19 +228,27 @@ class SpeculativeEditsDrafter:
         return list(self._draft)
 
     def _pick(self, output: Sequence[int], k: int) -> list[int]:
-        """Up to k tokens after the cursor of the best source (empty when none matches)."""
-        for src in self.sources:  # a source copied in sync for a while: no lookups needed
-            if src.cursor >= 0 and src.strength >= MAX_MATCH and src.cursor < len(src.tokens):
-                return src.tokens[src.cursor:src.cursor + k]
+        """Up to k tokens after the cursor of the best source (empty when none matches).
+
+        Sources are visited in priority order; one in sync with a full-strength match
+        cannot be beaten by a later one, so the visit stops there (the common case: no
+        lookups at all). Out-of-sync sources before it are resynced, at bounded cost.
+        """
         best: _Source | None = None
         for src in self.sources:
             if src.cursor < 0:
+                if src.index is None:
+                    src.index = build_index(src.tokens)
                 pos, length = find_resync(output, src.tokens, src.index, -src.cursor - 1)
                 if pos < 0:
                     continue
                 src.cursor, src.strength = pos, length
-            if src.cursor < len(src.tokens) and (best is None or src.strength > best.strength):
+            if src.cursor >= len(src.tokens):
+                continue
+            if best is None or src.strength > best.strength:
                 best = src
+            if best.strength >= MAX_MATCH:
+                break
         return best.tokens[best.cursor:best.cursor + k] if best else []
 
 
@@ -233,11 +277,14 @@ class PromptLookupDrafter:
         self.k, self.max_ngram, self.min_ngram = max_k, max_ngram, min_ngram
         #: ``first[n][gram]``: position after the first occurrence of the n-gram.
         self.first: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_ngram + 1)]
+        #: Context positions indexed so far (the n-grams ending at or before it).
         self._indexed = 0
+        #: Prompt length: ``context[_prompt_len:]`` is the output.
         self._prompt_len = len(self.context)
         self._index_upto(len(self.context))
 
     def _index_upto(self, end: int) -> None:
+        """Record first occurrences of the n-grams ending in ``(_indexed, end]``."""
         toks = self.context
         for stop in range(self._indexed + 1, end + 1):
             for n in range(self.min_ngram, self.max_ngram + 1):
@@ -268,6 +315,8 @@ class SimResult:
     tokens: int
     #: Wall time of each ``propose`` call, in nanoseconds.
     propose_ns: list[int]
+    #: Draft tokens proposed in all (accepted or not): the verification work paid for.
+    drafted_tokens: int = 0
 
     @property
     def tokens_per_step(self) -> float:
@@ -290,17 +339,18 @@ def simulate(drafter: Drafter, target: Sequence[int], k: int) -> SimResult:
     if not target:
         return SimResult(0, 0, [])
     out = target[:1]
-    steps, times = 1, []
+    steps, times, drafted = 1, [], 0
     while len(out) < len(target):
         room = len(target) - len(out)
         t0 = perf_counter_ns()
         draft = drafter.propose(out, min(k, room - 1))
         times.append(perf_counter_ns() - t0)
         draft = draft[: min(k, room - 1)]
+        drafted += len(draft)
         accepted = 0
         base = len(out)
         while accepted < len(draft) and draft[accepted] == target[base + accepted]:
             accepted += 1
         out.extend(target[base:base + accepted + 1])
         steps += 1
-    return SimResult(steps, len(out), times)
+    return SimResult(steps, len(out), times, drafted)
