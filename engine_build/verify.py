@@ -98,9 +98,8 @@ def compare_edit(tokenizer: Any, ref: list[int], cand: list[int]) -> dict[str, A
 def parity(records: list[dict[str, Any]], tokenizer: Any, prompt_format: str,
            reference: Merger, candidate: Merger, max_tokens: int) -> dict[str, Any]:
     """Run both mergers over ``records``; return the figures (exact_match_rate etc.)."""
-    from fastapply.engine_build.quantize import record_snippet
-
     from fastapply import prompts
+    from fastapply.engine_build.quantize import record_snippet
     from fastapply.service import draft_texts
 
     fmt = prompts.get_format(prompt_format)
@@ -123,8 +122,9 @@ def fakequant_pair(model_dir: str | Path, calibration: list[list[int]],
                    context_limit: int) -> tuple[LoadedTorchRuntime, LoadedTorchRuntime]:
     """(float32 reference, float32 simulated-FP8 candidate) runtimes on CPU."""
     import torch
-    from fastapply.engine_build.quantize import quantize_model
     from transformers import AutoModelForCausalLM
+
+    from fastapply.engine_build.quantize import quantize_model
 
     def load() -> Any:
         return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -139,7 +139,6 @@ def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_token
     """Merges served by tritonserver (torch runtime, CPU float32) vs in-process ones."""
     from fastapply.client.grpc import FastApplyClient
     from fastapply.engine_build.quantize import record_snippet
-
     from fastapply.model_repo import render_repository
     from fastapply.service import FastApplyService, ServiceConfig
     from fastapply.serving import TritonServer

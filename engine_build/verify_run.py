@@ -62,9 +62,10 @@ def _mergers(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
 def run_verify(build: Build, served: bool = False,
                candidate: str = "fakequant") -> dict[str, Any]:
     """Parity figures (and the served check); status ``failed`` under the threshold."""
+    from transformers import AutoTokenizer
+
     from fastapply.engine_build.errors import BuildError
     from fastapply.engine_build.verify import check_served, parity
-    from transformers import AutoTokenizer
 
     if candidate not in CANDIDATES:
         raise BuildError(f"unknown candidate {candidate!r}; use one of {', '.join(CANDIDATES)}")

@@ -18,7 +18,6 @@ from fastapply.engine_build import cli
 from fastapply.engine_build.errors import BuildError
 from fastapply.engine_build.profile import load_profile, profile_names
 from fastapply.engine_build.verify import compare_edit, parity
-
 from fastapply.tinymodel import ensure_tiny_model
 
 
