@@ -1,0 +1,118 @@
+"""``fastapply apply FILE SNIPPET``: merge an edit snippet into a file through a server.
+
+``-`` as FILE or SNIPPET reads standard input. The merged file goes to standard output,
+to ``-o OUT``, or back into FILE with ``--in-place``; files are written atomically (a
+temporary file in the same folder, then ``os.replace``), keeping FILE's mode, so a
+failed request or an interrupted write never leaves a half-written file. On an error
+the server's message is printed and the exit status is 1; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+DEFAULT_URL = "127.0.0.1:8001"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="the file to edit ('-': standard input)")
+    p.add_argument("snippet", help="the edit snippet: lazy markers, SEARCH/REPLACE blocks "
+                                   "or a unified diff ('-': standard input)")
+    p.add_argument("--url", default=os.environ.get("FASTAPPLY_URL", DEFAULT_URL),
+                   help="the server's gRPC address HOST:PORT (default: $FASTAPPLY_URL or "
+                        f"{DEFAULT_URL})")
+    p.add_argument("--instruction", help="what the edit is for (used by morph prompts)")
+    p.add_argument("--max-tokens", type=int, help="output token budget")
+    p.add_argument("--stream", action="store_true",
+                   help="print the merged file as it is produced (standard output only)")
+    p.add_argument("--timeout-s", type=float, default=300.0,
+                   help="give up after this many seconds (default 300)")
+    p.add_argument("--stats", action="store_true", help="print the request's figures to stderr")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("-o", "--output", type=Path, help="write the merged file here")
+    where.add_argument("--in-place", action="store_true", help="replace FILE atomically")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder + ``os.replace``.
+
+    An existing file keeps its mode; a new one gets the umask's default (not the
+    temporary file's 0600). On any failure the temporary file is removed and ``path``
+    is untouched.
+    """
+    mode = path.stat().st_mode & 0o7777 if path.exists() else _default_mode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                               dir=path.resolve().parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _read(name: str, stdin_used: list[bool]) -> str:
+    if name == "-":
+        if stdin_used[0]:
+            raise ValueError("only one of FILE and SNIPPET can be '-' (standard input)")
+        stdin_used[0] = True
+        return sys.stdin.read()
+    with open(name, encoding="utf-8", newline="") as fh:
+        return fh.read()
+
+
+def run(args: argparse.Namespace) -> int:
+    from fastapply.client.grpc import FastApplyClient, FastApplyError
+
+    if args.in_place and args.file == "-":
+        print("fastapply apply: --in-place needs a FILE, not standard input", file=sys.stderr)
+        return 2
+    stdin_used = [False]
+    try:
+        original = _read(args.file, stdin_used)
+        snippet = _read(args.snippet, stdin_used)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        print(f"fastapply apply: {exc}", file=sys.stderr)
+        return 2
+    to_stdout = args.output is None and not args.in_place
+    try:
+        with FastApplyClient(args.url, timeout_s=args.timeout_s) as client:
+            if args.stream:
+                stream = client.stream(original, snippet, args.instruction, args.max_tokens)
+                for delta in stream:
+                    if to_stdout:
+                        sys.stdout.write(delta)
+                        sys.stdout.flush()
+                merged, stats = stream.merged_code, stream.stats
+            else:
+                result = client.apply(original, snippet, args.instruction, args.max_tokens)
+                merged, stats = result.merged_code, result.stats
+    except FastApplyError as exc:
+        print(f"fastapply apply: {exc}", file=sys.stderr)
+        return 1
+    if to_stdout and not args.stream:
+        sys.stdout.write(merged)
+    elif args.in_place:
+        write_atomically(Path(args.file), merged)
+    elif args.output is not None:
+        write_atomically(args.output, merged)
+    if args.stats and stats is not None:
+        print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in stats.to_dict().items()), file=sys.stderr)
+    return 0

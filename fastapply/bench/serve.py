@@ -1,0 +1,89 @@
+"""Serving overhead: deterministic merges through Triton's gRPC stream vs in process.
+
+Starts a tritonserver (deterministic runtime) on free loopback ports, then sends the
+same edit of a generated ``--lines``-line Python file ``--requests`` times, alternating
+one in-process ``FastApplyService.apply`` and one ``FastApplyClient.apply`` round trip,
+so both see the same machine load. Reports median and p95 latency of each, the median
+overhead of serving, and the characters per second of the merged file through gRPC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from typing import Any
+
+from fastapply.bench.common import percentile, print_table
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lines", type=int, default=500, help="lines in the edited file (500)")
+    p.add_argument("--requests", type=int, default=200,
+                   help="requests of each kind, interleaved (200)")
+    p.add_argument("--warmup", type=int, default=10, help="untimed requests of each kind (10)")
+
+
+def make_edit(lines: int) -> tuple[str, str, str]:
+    """(original, lazy snippet, expected merge): a file of small functions, one of them
+    in the middle changed, the rest elided with markers."""
+    functions = max(3, lines // 5)
+    blocks = [f"def step_{i}(value):\n    \"\"\"Step {i}.\"\"\"\n    value = value + {i}\n"
+              f"    return value * 2\n\n" for i in range(functions)]
+    original = "".join(blocks)[:-1]
+    mid = functions // 2
+    new_block = (f"def step_{mid}(value):\n    \"\"\"Step {mid}, now clamped.\"\"\"\n"
+                 f"    value = min(value + {mid}, 1000)\n    return value * 2\n")
+    snippet = (f"# ... existing code ...\n\n{new_block}\ndef step_{mid + 1}(value):\n"
+               f"# ... existing code ...\n")
+    expected = original.replace(blocks[mid][:-1], new_block)
+    return original, snippet, expected
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from fastapply.client import FastApplyClient
+    from fastapply.model_repo import render_repository
+    from fastapply.service import FastApplyService, ServiceConfig
+    from fastapply.serving import TritonServer
+
+    original, snippet, expected = make_edit(args.lines)
+    service = FastApplyService(ServiceConfig(runtime="deterministic"))
+    merged = service.apply(original, snippet).merged_code
+    if merged != expected:
+        raise SystemExit("bench serve: the generated edit does not merge as expected; "
+                         "the deterministic merge has changed, fix make_edit")
+    local_ms: list[float] = []
+    grpc_ms: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="fastapply-bench-") as tmp:
+        repo = render_repository(tmp, runtime="deterministic")
+        with TritonServer(repo) as server, FastApplyClient(server.grpc_url) as client:
+            for i in range(args.warmup + args.requests):
+                t0 = time.perf_counter()
+                service.apply(original, snippet)
+                t1 = time.perf_counter()
+                served = client.apply(original, snippet).merged_code
+                t2 = time.perf_counter()
+                if served != expected:
+                    raise SystemExit("bench serve: the server returned a different merge")
+                if i >= args.warmup:
+                    local_ms.append((t1 - t0) * 1e3)
+                    grpc_ms.append((t2 - t1) * 1e3)
+    result = {
+        "lines": original.count("\n") + 1,
+        "requests": args.requests,
+        "inprocess_p50_ms": percentile(local_ms, 50),
+        "inprocess_p95_ms": percentile(local_ms, 95),
+        "grpc_p50_ms": percentile(grpc_ms, 50),
+        "grpc_p95_ms": percentile(grpc_ms, 95),
+    }
+    result["overhead_p50_ms"] = result["grpc_p50_ms"] - result["inprocess_p50_ms"]
+    result["grpc_chars_per_s"] = len(expected) / (result["grpc_p50_ms"] / 1e3)
+    print_table(["path", "p50_ms", "p95_ms", "chars_per_s (p50)"], [
+        ["in process", result["inprocess_p50_ms"], result["inprocess_p95_ms"],
+         len(expected) / (result["inprocess_p50_ms"] / 1e3)],
+        ["gRPC stream", result["grpc_p50_ms"], result["grpc_p95_ms"],
+         result["grpc_chars_per_s"]],
+        ["overhead", result["overhead_p50_ms"], result["grpc_p95_ms"] -
+         result["inprocess_p95_ms"], ""],
+    ])
+    return result

@@ -1,0 +1,123 @@
+"""Render the Triton model repository from its template, and read it back.
+
+``render_repository(out_dir, runtime=..., model_dir=...)`` copies
+``model_repository/fast_apply`` into ``out_dir`` and fills ``config.pbtxt.template``'s
+``${placeholders}``. Unknown parameters and placeholders left unfilled are errors, never
+silently rendered. ``config_from_parameters`` is the inverse the Triton model calls: the
+string parameters of ``config.pbtxt`` back into a ServiceConfig.
+
+>>> fill("name: ${a}", {"a": "x"})
+'name: x'
+>>> fill("name: ${a} ${b}", {"a": "x"})
+Traceback (most recent call last):
+...
+fastapply.model_repo.RenderError: placeholder(s) left unfilled: ${b}
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapply.service import RUNTIMES, ServiceConfig
+
+MODEL_NAME = "fast_apply"
+
+#: Every template parameter with its default ("" means unset).
+DEFAULTS: dict[str, str] = {
+    "model_name": MODEL_NAME,
+    "instance_count": "1",
+    "runtime": "deterministic",
+    "model_dir": "",
+    "engine_dir": "",
+    "tokenizer_dir": "",
+    "prompt_format": "kortix",
+    "max_draft_len": "64",
+    "context_limit": "",
+    "device": "",
+    "dtype": "",
+    "max_input_bytes": str(4 * 1024 * 1024),
+    "worker_threads": "8",
+}
+
+_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+
+
+class RenderError(ValueError):
+    """A template that cannot be rendered as asked."""
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """Replace ``${name}``; refuse any placeholder left without a value."""
+    out = _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+    left = sorted(set(_PLACEHOLDER.findall(out)))
+    if left:
+        raise RenderError("placeholder(s) left unfilled: " + ", ".join(f"${{{n}}}" for n in left))
+    return out
+
+
+def template_dir() -> Path:
+    """The packaged ``model_repository/fast_apply`` folder."""
+    return Path(str(resources.files("fastapply.model_repository"))) / MODEL_NAME
+
+
+def render_repository(out_dir: str | Path, **params: Any) -> Path:
+    """Write a ready-to-serve model repository into ``out_dir``; return it.
+
+    ``params`` are the keys of DEFAULTS (None leaves the default).
+    """
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise RenderError(f"unknown parameter(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(sorted(DEFAULTS))}")
+    values = dict(DEFAULTS)
+    values.update({k: str(v) for k, v in params.items() if v is not None})
+    if values["runtime"] not in RUNTIMES:
+        raise RenderError(f"unknown runtime {values['runtime']!r}; use one of: "
+                          f"{', '.join(RUNTIMES)}")
+    for key in ("model_dir", "engine_dir", "tokenizer_dir"):
+        if values[key]:
+            values[key] = str(Path(values[key]).resolve())
+    config_from_parameters(values)  # refuse what the model would refuse at load time
+    src = template_dir()
+    out = Path(out_dir) / values["model_name"]
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "1").mkdir(parents=True)
+    shutil.copy2(src / "1" / "model.py", out / "1" / "model.py")
+    text = fill((src / "config.pbtxt.template").read_text(), values)
+    (out / "config.pbtxt").write_text(text)
+    return Path(out_dir)
+
+
+def config_from_parameters(params: dict[str, str]) -> tuple[ServiceConfig, int]:
+    """ServiceConfig and worker-thread count from config.pbtxt's string parameters."""
+
+    def opt(key: str) -> str | None:
+        value = params.get(key, "").strip()
+        return value or None
+
+    def integer(key: str, default: int) -> int:
+        value = opt(key)
+        try:
+            return int(value) if value is not None else default
+        except ValueError:
+            raise RenderError(f"parameter {key} must be an integer, got {value!r}") from None
+
+    try:
+        config = ServiceConfig(
+            runtime=opt("runtime") or "deterministic",
+            model_dir=opt("model_dir"), engine_dir=opt("engine_dir"),
+            tokenizer_dir=opt("tokenizer_dir"),
+            prompt_format=opt("prompt_format") or "kortix",
+            max_draft_len=integer("max_draft_len", 64),
+            context_limit=integer("context_limit", 0) or None,
+            device=opt("device"), dtype=opt("dtype"),
+            max_input_bytes=integer("max_input_bytes", int(DEFAULTS["max_input_bytes"])),
+        )
+    except ValueError as exc:
+        raise RenderError(str(exc)) from None
+    return config, max(1, integer("worker_threads", 8))

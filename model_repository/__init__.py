@@ -1,0 +1,1 @@
+"""The Triton model repository templates (rendered by fastapply.model_repo)."""

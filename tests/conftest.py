@@ -1,0 +1,119 @@
+"""Shared fixtures: the development corpus and real tritonserver processes.
+
+Servers run on free loopback ports and are stopped by PID when their scope ends; a test
+needing one is skipped (with the reason) where no tritonserver binary is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: The development corpus (../shared/data next to the repository); $FASTAPPLY_DATA overrides.
+CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
+              Path(__file__).resolve().parents[1].parent / "shared/data/edits-dev.jsonl")
+
+#: Input size limit of the test servers, small so that "too large" is cheap to send.
+TEST_MAX_INPUT_BYTES = 200_000
+
+
+@pytest.fixture(scope="session")
+def corpus() -> list[dict[str, Any]]:
+    """The development corpus' records (skips where the file is missing)."""
+    if not CORPUS.is_file():
+        pytest.skip(f"development corpus not found at {CORPUS} (set FASTAPPLY_DATA)")
+    with CORPUS.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def start_server(tmp_path_factory: pytest.TempPathFactory, **params: Any) -> Any:
+    """Render a repository with ``params`` and start a server on it (skip if none)."""
+    from fastapply.model_repo import render_repository
+    from fastapply.serving import ServerError, TritonServer, find_server
+
+    try:
+        find_server()
+    except ServerError as exc:
+        pytest.skip(f"no tritonserver: {exc}")
+    out = tmp_path_factory.mktemp("repo")
+    repo = render_repository(out, **params)
+    return TritonServer(repo, log_path=out / "tritonserver.log").start()
+
+
+@pytest.fixture(scope="session")
+def det_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A server running the deterministic runtime (no model)."""
+    server = start_server(tmp_path_factory, runtime="deterministic",
+                          max_input_bytes=TEST_MAX_INPUT_BYTES)
+    yield server
+    server.stop()
+
+
+#: Context limit of the tiny-model server, in tokens: small, so "too long" is cheap.
+TINY_CONTEXT_LIMIT_TOKENS = 1024
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    from fastapply.tinymodel import ensure_tiny_model
+
+    return ensure_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Any]:
+    """A server running the torch runtime on the tiny random model (CPU, float32)."""
+    server = start_server(tmp_path_factory, runtime="torch", model_dir=tiny_model_dir,
+                          device="cpu", dtype="float32", worker_threads=2,
+                          context_limit=TINY_CONTEXT_LIMIT_TOKENS)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def raw_infer() -> Any:
+    """:func:`stream_infer`, for tests."""
+    return stream_infer
+
+
+def stream_infer(url: str, inputs: dict[str, Any]) -> tuple[list[str], str | None]:
+    """Send raw tensors (bytes/bool/int, or leave a name out) on the gRPC stream.
+
+    Returns (merged_code texts, the error message or None): for bad-input tests that
+    FastApplyClient cannot send (missing tensors, invalid UTF-8).
+    """
+    import queue
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    dtypes = {bytes: ("BYTES", np.object_), bool: ("BOOL", np.bool_), int: ("INT32", np.int32)}
+    tensors = []
+    for name, value in inputs.items():
+        triton_type, np_type = dtypes[type(value)]
+        tensor = grpcclient.InferInput(name, [1], triton_type)
+        tensor.set_data_from_numpy(np.array([value], dtype=np_type))
+        tensors.append(tensor)
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = grpcclient.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    texts: list[str] = []
+    try:
+        client.async_stream_infer("fast_apply", tensors, enable_empty_final_response=True)
+        while True:
+            result, error = answers.get(timeout=30)
+            if error is not None:
+                return texts, str(error.message())
+            out = result.as_numpy("merged_code")
+            if out is not None:
+                texts.append(out[0].decode("utf-8"))
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                return texts, None
+    finally:
+        client.stop_stream()
+        client.close()

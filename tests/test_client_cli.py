@@ -1,0 +1,121 @@
+"""``fastapply apply``: edits files on disk through a real server, atomically."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fastapply.cli import main
+
+ORIGINAL = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+SNIPPET = "<<<<<<< SEARCH\n    return 1\n=======\n    return 10\n>>>>>>> REPLACE\n"
+MERGED = "def a():\n    return 10\n\n\ndef b():\n    return 2\n"
+UNMERGEABLE = "<<<<<<< SEARCH\nnot in the file\n=======\nx = 1\n>>>>>>> REPLACE\n"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    source = tmp_path / "code.py"
+    source.write_text(ORIGINAL)
+    source.chmod(0o640)
+    snippet = tmp_path / "edit.txt"
+    snippet.write_text(SNIPPET)
+    return source, snippet
+
+
+@pytest.mark.server
+def test_apply_prints_the_merged_file(det_server: Any, files: tuple[Path, Path],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    source, snippet = files
+    assert main(["apply", str(source), str(snippet), "--url", det_server.grpc_url]) == 0
+    assert capsys.readouterr().out == MERGED
+    assert source.read_text() == ORIGINAL
+
+
+@pytest.mark.server
+def test_apply_streams_and_reads_the_snippet_from_stdin(
+        det_server: Any, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    source, _ = files
+    monkeypatch.setattr("sys.stdin", io.StringIO(SNIPPET))
+    assert main(["apply", str(source), "-", "--stream", "--stats",
+                 "--url", det_server.grpc_url]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == MERGED
+    assert "finish_reason=merged" in captured.err
+
+
+@pytest.mark.server
+def test_apply_writes_the_output_file(det_server: Any, files: tuple[Path, Path],
+                                      tmp_path: Path) -> None:
+    source, snippet = files
+    out = tmp_path / "out" / "merged.py"
+    out.parent.mkdir()
+    assert main(["apply", str(source), str(snippet), "-o", str(out),
+                 "--url", det_server.grpc_url]) == 0
+    assert out.read_text() == MERGED
+    assert out.stat().st_mode & 0o777 != 0o600  # not the temporary file's private mode
+
+
+@pytest.mark.server
+def test_in_place_replaces_the_file_and_keeps_its_mode(det_server: Any,
+                                                        files: tuple[Path, Path]) -> None:
+    source, snippet = files
+    inode = source.stat().st_ino
+    assert main(["apply", str(source), str(snippet), "--in-place",
+                 "--url", det_server.grpc_url]) == 0
+    assert source.read_text() == MERGED
+    assert source.stat().st_mode & 0o777 == 0o640
+    assert source.stat().st_ino != inode  # replaced by rename, not rewritten in place
+    assert sorted(p.name for p in source.parent.iterdir()) == ["code.py", "edit.txt"]
+
+
+@pytest.mark.server
+def test_in_place_server_error_leaves_the_file_untouched(
+        det_server: Any, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    source, snippet = files
+    snippet.write_text(UNMERGEABLE)
+    before = source.stat()
+    assert main(["apply", str(source), str(snippet), "--in-place",
+                 "--url", det_server.grpc_url]) == 1
+    assert "cannot be merged: SEARCH block 1" in capsys.readouterr().err
+    assert source.read_text() == ORIGINAL
+    assert source.stat().st_mtime_ns == before.st_mtime_ns
+    assert sorted(p.name for p in source.parent.iterdir()) == ["code.py", "edit.txt"]
+
+
+def test_unreachable_server_is_an_error_not_a_write(files: tuple[Path, Path],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from fastapply.serving import free_port
+
+    source, snippet = files
+    assert main(["apply", str(source), str(snippet), "--in-place",
+                 "--url", f"127.0.0.1:{free_port()}"]) == 1
+    assert "cannot reach a fastapply server" in capsys.readouterr().err
+    assert source.read_text() == ORIGINAL
+
+
+def test_failed_write_leaves_no_temporary_file(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapply.client.cli import write_atomically
+
+    target = tmp_path / "code.py"
+    target.write_text(ORIGINAL)
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomically(target, MERGED)
+    assert target.read_text() == ORIGINAL
+    assert [p.name for p in tmp_path.iterdir()] == ["code.py"]
+
+
+def test_in_place_refuses_stdin(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apply", "-", "edit.txt", "--in-place"]) == 2
+    assert "--in-place needs a FILE" in capsys.readouterr().err
