@@ -74,3 +74,52 @@ PROMETHEUS_COUNTERS: tuple[tuple[str, str, str], ...] = (
 #: Request latency counter (sum of total_ms) and request count, for an average.
 PROMETHEUS_LATENCY = ("fastapply_request_latency_ms_total", "Sum of request latency in ms")
 PROMETHEUS_REQUESTS = ("fastapply_requests_total", "Requests served, by outcome")
+
+
+# -- Load test (fastapply.loadtest) ------------------------------------------------------
+# Measured at the client, one set per request, and fired as Locust request events so they
+# appear in Locust's own tables: the request itself as request_type "fast_apply", name
+# "merge" (response_time = latency_ms); every other figure as request_type "metric",
+# name = the figure, response_time = its value (a time only for the *_ms figures).
+
+#: Locust request_type and name of the request itself; request_type of the other figures.
+LOADTEST_REQUEST: tuple[str, str] = ("fast_apply", "merge")
+LOADTEST_METRIC_TYPE = "metric"
+
+#: name -> definition of every figure the load test reports.
+LOADTEST_DEFINITIONS: dict[str, str] = {
+    "latency_ms": "request sent -> final response received, at the client, in ms",
+    "ttft_ms": "request sent -> first non-empty text delta received, at the client, in ms "
+               "(with streaming off: the server's ttft_ms)",
+    "tokens_per_s": "the server's completion_tokens / latency_ms, tokens per second "
+                    "(only when a model produced tokens)",
+    "chars_per_s": "characters of the merged file / latency_ms, characters per second",
+    "accepted_draft_tokens": "draft tokens the model confirmed, per request (model only)",
+    "rejected_draft_tokens": "draft tokens the model refused, per request (model only)",
+    "acceptance_pct": "accepted / proposed draft tokens, in percent (when any were proposed)",
+}
+
+
+def client_figures(stats: Stats, latency_s: float, ttft_s: float | None,
+                   chars: int) -> dict[str, float]:
+    """The load-test figures of one request (names of LOADTEST_DEFINITIONS, no latency).
+
+    Token figures are left out when no model produced tokens (deterministic runtime).
+
+    >>> client_figures(Stats(completion_tokens=50, accepted_draft_tokens=30,
+    ...                      rejected_draft_tokens=10), 0.5, 0.1, 200)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'ttft_ms': 100.0, 'chars_per_s': 400.0, 'tokens_per_s': 100.0,
+     'accepted_draft_tokens': 30.0, 'rejected_draft_tokens': 10.0, 'acceptance_pct': 75.0}
+    >>> client_figures(Stats(ttft_ms=2.5), 0.01, None, 100)
+    {'ttft_ms': 2.5, 'chars_per_s': 10000.0}
+    """
+    figures = {"ttft_ms": ttft_s * 1e3 if ttft_s is not None else stats.ttft_ms,
+               "chars_per_s": chars / latency_s if latency_s > 0 else 0.0}
+    if stats.completion_tokens > 0:
+        figures["tokens_per_s"] = stats.completion_tokens / latency_s if latency_s > 0 else 0.0
+        figures["accepted_draft_tokens"] = float(stats.accepted_draft_tokens)
+        figures["rejected_draft_tokens"] = float(stats.rejected_draft_tokens)
+        if stats.accepted_draft_tokens + stats.rejected_draft_tokens:
+            figures["acceptance_pct"] = 100.0 * stats.acceptance_rate
+    return figures
