@@ -45,6 +45,14 @@ UNIT = 1000
 DEL_COST = 300
 #: Cost of a segment edge next to a marker that is not a matched line.
 EDGE_COST = 60000
+#: Cost of opening a change block (an edit run between two matched runs).
+GAP_COST = 200
+#: Cost of a context run longer than the snippet contract allows (or of no change).
+RUN_COST = 60000
+#: Longest context run before the first change and after the last (next to a marker).
+LEAD = 3
+#: Longest context run between two changes of one segment.
+INNER = 6
 #: Cost per original line replaced by a (different) segment line.
 SUB_COST = 100
 #: Cost per skipped original line when locating candidate regions (coarse pass).
@@ -53,6 +61,10 @@ LOCATE_COST = 30
 SIMILAR = 0.5
 #: Gain of replacing a line by a fully similar one (times the overlap).
 SIM_GAIN = 300
+#: Changed lines whose most similar original line is also a candidate region.
+SIMILAR_PROBES = 2
+#: Score gap under which a different region counts as a rival (the anchor is unsure).
+CLOSE = 300
 #: Candidate regions refined by the exact alignment.
 CANDIDATES = 4
 #: Weight of a blank line (they are everywhere).
@@ -184,13 +196,17 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
             cands.append(region)
             if len(cands) == CANDIDATES:
                 break
+    for j in _similar_lines(skeys, orig, lo, key, table):
+        if all(j < c[0] or j > c[1] for c in cands):
+            cands.append((j, j))
     margin = len(seg) + 8
     weights = [weight(k, len(table.get(k, ()))) for k in skeys]
 
     def window(first: int, last: int, floor: int) -> tuple[int, Placement]:
         w0, w1 = max(floor, first - margin), min(n, last + margin + 1)
-        return align(skeys, [key(s) for s in orig[w0:w1]], w0, lo, n, weights,
-                     marker_before, marker_after)
+        okeys = [key(s) for s in orig[w0:w1]]
+        raw = (list(seg), list(orig[w0:w1])) if not loose else (skeys, okeys)
+        return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw)
 
     results = sorted((window(first, last, lo) for first, last in cands),
                      key=lambda r: (-r[0], r[1].start[0]))
@@ -203,11 +219,17 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
                 if other_score == score and other.pairs:
                     rival = other.start[1]
                     break
+    lo_b, hi_b = best.start[1], best.end[0]
+    for other_score, other in results[1:]:  # a different place scoring nearly as well
+        if rival < 0 and score - other_score <= CLOSE and other.pairs and \
+                (other.end[0] <= lo_b or other.start[1] >= hi_b):
+            rival = other.start[1]
     return Placement(best.start, best.end, best.pairs, rival)
 
 
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
-          weights: Sequence[int], marker_before: bool, marker_after: bool
+          weights: Sequence[int], marker_before: bool, marker_after: bool,
+          sraw: Sequence[str] | None = None, oraw: Sequence[str] | None = None
           ) -> tuple[int, Placement]:
     """Exact alignment of a segment with the window ``okeys`` = orig[w0:w0+len(okeys)].
 
@@ -226,49 +248,119 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         edge[-1] += EDGE_COST * big
     row = [-(w0 + j) for j in range(W + 1)] if marker_before else \
         [-(DEL_COST * (w0 + j - lo)) * big - lo for j in range(W + 1)]
-    back: list[bytearray] = []  # 1 match, 2 substitute, 3 insert, 4 delete
-    dele, sub = DEL_COST * big, SUB_COST * big
+    sraw, oraw = sraw or skeys, oraw or okeys
+    dele, sub, gap = DEL_COST * big, SUB_COST * big, GAP_COST * big
+    run_cost = RUN_COST * big if marker_before or marker_after else 0  # not a whole file
+    # Three states per cell: no change yet (P: the leading context run, row i has run
+    # i), last step a match (M) or last step an edit (G). Context runs are short (the
+    # snippet has 1-3 lines of context beside each change, so at most LEAD lines before
+    # the first change and after the last, at most INNER between changes, and at least
+    # one change): longer runs cost RUN_COST. M -> G opens a change block (GAP_COST).
+    neg = _NEG * big
+    rowp, rowm, rowg = row, [neg] * (W + 1), [neg] * (W + 1)
+    diag = [0] * (W + 1)  # M: length of the run of matches ending at (i, j)
+    backm: list[bytearray] = []  # predecessor of a match: 0 P, 1 M, 2 G
+    backg: list[bytearray] = []  # 2 substitute, 3 insert, 4 delete; + 8 * predecessor
     stoks, otoks = [_tokens(k) for k in skeys], [_tokens(k) for k in okeys]
     for i in range(L):
         k, gain, e = skeys[i], weights[i] * big, edge[i]
-        cur = [row[0] - e]
-        codes = bytearray(W + 1)
-        codes[0] = 3
+        no_tail_del = marker_after and i == L - 1  # the run after the segment is unchanged
+        lead_pen = run_cost if i + 1 > LEAD else 0  # P -> P into row i + 1
+        p_out = run_cost if i > LEAD else 0  # leaving P at row i
+        curp, curm, curg = [neg], [neg], [neg]
+        cdiag = [0]
+        cm, cg = bytearray(W + 1), bytearray(W + 1)
+        # column 0: insert from row i, column 0
+        cands = ((rowp[0] - gap - p_out, 0), (rowm[0] - gap - (run_cost if diag[0] > INNER
+                                                                 else 0), 1), (rowg[0], 2))
+        v0, f0 = max(cands)
+        curg[0] = v0 - e
+        cg[0] = 3 + 8 * f0
         toks = stoks[i]
         for j in range(W):
-            if okeys[j] == k:
-                v, c = row[j] + gain, 1
+            # leaving states at (i, j) into an edit
+            pp, pm, pg = rowp[j], rowm[j], rowg[j]
+            if okeys[j] == k and sraw[i] == oraw[j]:
+                curp.append(pp + gain - lead_pen)
+                if pm >= pg:
+                    curm.append(pm + gain)
+                    cm[j + 1] = 1
+                    cdiag.append(diag[j] + 1)
+                else:
+                    curm.append(pg + gain)
+                    cm[j + 1] = 2
+                    cdiag.append(1)
+                v, c = neg, 2
             else:
-                o = otoks[j]
-                s = len(toks & o) / max(len(toks), len(o)) if toks and o else 0.0
-                v = row[j] + int(SIM_GAIN * s) * big - e if s >= SIMILAR else row[j] - sub - e
-                c = 2
-            ins = row[j + 1] - e
-            if ins > v:
-                v, c = ins, 3
-            d = cur[j] - dele
-            if d > v:
-                v, c = d, 4
-            cur.append(v)
-            codes[j + 1] = c
-        back.append(codes)
-        row = cur
+                curp.append(neg)
+                curm.append(neg)
+                cdiag.append(0)
+                bp = pp - gap - p_out
+                bm = pm - gap - (run_cost if diag[j] > INNER else 0)
+                base, f = (bp, 0) if bp >= bm else (bm, 1)
+                if pg > base:
+                    base, f = pg, 2
+                if okeys[j] == k:  # equal keys, different text: an anchor that changes
+                    v, c = base + gain, 5 + 8 * f
+                else:
+                    o = otoks[j]
+                    s = len(toks & o) / max(len(toks), len(o)) if toks and o else 0.0
+                    v = (base + int(SIM_GAIN * s) * big if s >= SIMILAR else base - sub) - e
+                    c = 2 + 8 * f
+            # insert: from (i, j + 1)
+            bp = rowp[j + 1] - gap - p_out
+            bm = rowm[j + 1] - gap - (run_cost if diag[j + 1] > INNER else 0)
+            base, f = (bp, 0) if bp >= bm else (bm, 1)
+            if rowg[j + 1] > base:
+                base, f = rowg[j + 1], 2
+            if base - e > v:
+                v, c = base - e, 3 + 8 * f
+            # delete: from (i + 1, j)
+            bp = curp[j] - gap - (run_cost if i + 1 > LEAD else 0)
+            bm = curm[j] - gap - (run_cost if cdiag[j] > INNER else 0)
+            base, f = (bp, 0) if bp >= bm else (bm, 1)
+            if curg[j] > base:
+                base, f = curg[j], 2
+            if base - dele > v and not no_tail_del:
+                v, c = base - dele, 4 + 8 * f
+            curg.append(v)
+            cg[j + 1] = c
+        backm.append(cm)
+        backg.append(cg)
+        rowp, rowm, rowg, diag = curp, curm, curg, cdiag
+    trail = run_cost if marker_after else 0
+    best, state = [], []
+    for j in range(W + 1):
+        cands = ((rowp[j] - run_cost, 0),
+                 (rowm[j] - (trail if diag[j] > LEAD else 0), 1), (rowg[j], 2))
+        v, st = max(cands)
+        best.append(v)
+        state.append(st)
     if marker_after:
-        end = max(range(W + 1), key=lambda j: (row[j], -j))
-        total = row[end]
+        end = max(range(W + 1), key=lambda j: (best[j], -j))
+        total = best[end]
     else:
-        tails = [row[j] - DEL_COST * (n - w0 - j) * big for j in range(W + 1)]
+        tails = [best[j] - DEL_COST * (n - w0 - j) * big for j in range(W + 1)]
         end = max(range(W + 1), key=lambda j: (tails[j], -j))
         total = tails[end]
     score = -((-total) // big) if total % big else total // big
     pairs: list[tuple[int, int]] = []
     consumed: list[int] = []
     i, j = L, end
+    st = state[end]
     while i > 0:
-        c = back[i - 1][j]
-        if c in (1, 2):
-            if c == 1:
-                pairs.append((i - 1, w0 + j - 1))
+        if st < 2:  # a match (P or M)
+            pairs.append((i - 1, w0 + j - 1))
+            consumed.append(w0 + j - 1)
+            st = 0 if st == 0 else backm[i - 1][j]
+            i, j = i - 1, j - 1
+            continue
+        c = backg[i - 1][j]
+        st = c >> 3
+        c &= 7
+        if c == 5:
+            pairs.append((i - 1, w0 + j - 1))
+        if c in (2, 5):
             consumed.append(w0 + j - 1)
             i, j = i - 1, j - 1
         elif c == 3:
@@ -284,6 +376,27 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     region = (first if marker_before else lo, last if marker_after else n)
     return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
                             tuple(pairs))
+
+
+def _similar_lines(skeys: Sequence[str], orig: Sequence[str], lo: int,
+                   key: Callable[[str], str], table: dict[str, list[int]]) -> list[int]:
+    """Original lines (>= lo) most like the segment's changed lines (edited in place).
+
+    Anchors of generic context (blank lines, ``}``) fit many places; an edited line
+    still shares most words with the line it replaces, so that place is a candidate.
+    """
+    changed = [k for k in skeys if k.strip() and k not in table]
+    found: list[int] = []
+    for k in changed[:SIMILAR_PROBES]:
+        toks = _tokens(k)
+        best, where = SIMILAR, -1
+        for j in range(lo, len(orig)):
+            o = _tokens(key(orig[j]))
+            if o and len(toks & o) / max(len(toks), len(o)) > best:
+                best, where = len(toks & o) / max(len(toks), len(o)), j
+        if where >= 0 and where not in found:
+            found.append(where)
+    return found
 
 
 def _tokens(line: str) -> frozenset[str]:
