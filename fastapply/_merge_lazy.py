@@ -37,7 +37,8 @@ import math
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 #: Score units per unique matched line (scores are integers to make ties exact).
 UNIT = 1000
@@ -86,6 +87,10 @@ class Placement:
     pairs: tuple[tuple[int, int], ...]
     #: Start line (0-based) of another region that scored the same, or -1.
     rival: int = -1
+    #: Alignment score (higher is better).
+    score: int = 0
+    #: Context runs outside the snippet contract (see ``align``), 0 when it holds.
+    violations: int = 0
 
 
 def key_exact(line: str) -> str:
@@ -141,7 +146,8 @@ class _PrefixMax:
 
 def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
           marker_after: bool, loose: bool,
-          table: dict[str, list[int]] | None = None) -> Placement | None:
+          table: dict[str, list[int]] | None = None,
+          context: int | None = None) -> Placement | None:
     """Best placement of ``seg`` in ``orig[lo:]``, or None if no line of it matches.
 
     Without a marker before it the segment starts at the top of the file (original lines
@@ -206,7 +212,8 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         w0, w1 = max(floor, first - margin), min(n, last + margin + 1)
         okeys = [key(s) for s in orig[w0:w1]]
         raw = (list(seg), list(orig[w0:w1])) if not loose else (skeys, okeys)
-        return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw)
+        return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw,
+                     context=context)
 
     results = sorted((window(first, last, lo) for first, last in cands),
                      key=lambda r: (-r[0], r[1].start[0]))
@@ -224,19 +231,22 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         if rival < 0 and score - other_score <= CLOSE and other.pairs and \
                 (other.end[0] <= lo_b or other.start[1] >= hi_b):
             rival = other.start[1]
-    return Placement(best.start, best.end, best.pairs, rival)
+    return replace(best, rival=rival)
 
 
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
           weights: Sequence[int], marker_before: bool, marker_after: bool,
-          sraw: Sequence[str] | None = None, oraw: Sequence[str] | None = None
-          ) -> tuple[int, Placement]:
+          sraw: Sequence[str] | None = None, oraw: Sequence[str] | None = None,
+          context: int | None = None) -> tuple[int, Placement]:
     """Exact alignment of a segment with the window ``okeys`` = orig[w0:w0+len(okeys)].
 
     Edit costs: a matched line gains its weight, an original line replaced by a segment
     line costs SUB_COST, one dropped costs DEL_COST, a segment line inserted costs
     nothing; an unmatched edge line next to a marker costs EDGE_COST. Without a marker
     before (after), original lines between ``lo`` (the end) and the window cost DEL_COST.
+    With ``context`` = c, the runs of context next to a marker must be exactly c lines
+    and those between changes at most 2c (a snippet writer shows the same context on
+    both sides of a change); without it, at most LEAD and INNER lines.
     Returns (score, placement); among equal scores the placement starting first wins.
     """
     big = 1 << 21  # score * big - start: lexicographic (score, -start) in one int
@@ -251,6 +261,15 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     sraw, oraw = sraw or skeys, oraw or okeys
     dele, sub, gap = DEL_COST * big, SUB_COST * big, GAP_COST * big
     run_cost = RUN_COST * big if marker_before or marker_after else 0  # not a whole file
+    lead_max = LEAD if context is None else context
+    inner_max = INNER if context is None else 2 * context
+    lead_min = context if context is not None and marker_before else 0
+    trail_min = context if context is not None and marker_after else 0
+
+    def leave(r: int) -> int:
+        """Cost of the first change after a leading context run of r lines."""
+        return run_cost if r > lead_max or r < lead_min else 0
+
     # Three states per cell: no change yet (P: the leading context run, row i has run
     # i), last step a match (M) or last step an edit (G). Context runs are short (the
     # snippet has 1-3 lines of context beside each change, so at most LEAD lines before
@@ -265,24 +284,28 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     for i in range(L):
         k, gain, e = skeys[i], weights[i] * big, edge[i]
         no_tail_del = marker_after and i == L - 1  # the run after the segment is unchanged
-        lead_pen = run_cost if i + 1 > LEAD else 0  # P -> P into row i + 1
-        p_out = run_cost if i > LEAD else 0  # leaving P at row i
+        lead_pen = run_cost if i + 1 > lead_max else 0  # P -> P into row i + 1
+        p_out = leave(i)  # leaving P at row i
+        p_out_next = leave(i + 1)  # leaving P at row i + 1 (a deletion after row i)
         curp, curm, curg = [neg], [neg], [neg]
         cdiag = [0]
         cm, cg = bytearray(W + 1), bytearray(W + 1)
         # column 0: insert from row i, column 0
-        cands = ((rowp[0] - gap - p_out, 0), (rowm[0] - gap - (run_cost if diag[0] > INNER
+        cands = ((rowp[0] - gap - p_out, 0), (rowm[0] - gap - (run_cost if diag[0] > inner_max
                                                                  else 0), 1), (rowg[0], 2))
         v0, f0 = max(cands)
         curg[0] = v0 - e
         cg[0] = 3 + 8 * f0
         toks = stoks[i]
+        # Deleting an original line next to inserting the same line is a match in
+        # disguise (a "change" that changes nothing): a G step may not follow one.
+        prev_back = backg[-1] if backg else None
         for j in range(W):
             # leaving states at (i, j) into an edit
             pp, pm, pg = rowp[j], rowm[j], rowg[j]
             if okeys[j] == k and sraw[i] == oraw[j]:
                 curp.append(pp + gain - lead_pen)
-                if pm >= pg:
+                if pm > pg:
                     curm.append(pm + gain)
                     cm[j + 1] = 1
                     cdiag.append(diag[j] + 1)
@@ -296,31 +319,31 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                 curm.append(neg)
                 cdiag.append(0)
                 bp = pp - gap - p_out
-                bm = pm - gap - (run_cost if diag[j] > INNER else 0)
+                bm = pm - gap - (run_cost if diag[j] > inner_max else 0)
                 base, f = (bp, 0) if bp >= bm else (bm, 1)
                 if pg > base:
                     base, f = pg, 2
                 if okeys[j] == k:  # equal keys, different text: an anchor that changes
                     v, c = base + gain, 5 + 8 * f
                 else:
-                    o = otoks[j]
-                    s = len(toks & o) / max(len(toks), len(o)) if toks and o else 0.0
+                    s = similarity(toks, otoks[j])
                     v = (base + int(SIM_GAIN * s) * big if s >= SIMILAR else base - sub) - e
                     c = 2 + 8 * f
             # insert: from (i, j + 1)
             bp = rowp[j + 1] - gap - p_out
-            bm = rowm[j + 1] - gap - (run_cost if diag[j + 1] > INNER else 0)
+            bm = rowm[j + 1] - gap - (run_cost if diag[j + 1] > inner_max else 0)
             base, f = (bp, 0) if bp >= bm else (bm, 1)
-            if rowg[j + 1] > base:
-                base, f = rowg[j + 1], 2
+            if rowg[j + 1] > base and not (prev_back and prev_back[j + 1] & 7 == 4
+                                           and okeys[j] == k):
+                base, f = rowg[j + 1], 2  # (not right after deleting this very line)
             if base - e > v:
                 v, c = base - e, 3 + 8 * f
             # delete: from (i + 1, j)
-            bp = curp[j] - gap - (run_cost if i + 1 > LEAD else 0)
-            bm = curm[j] - gap - (run_cost if cdiag[j] > INNER else 0)
+            bp = curp[j] - gap - p_out_next
+            bm = curm[j] - gap - (run_cost if cdiag[j] > inner_max else 0)
             base, f = (bp, 0) if bp >= bm else (bm, 1)
-            if curg[j] > base:
-                base, f = curg[j], 2
+            if curg[j] > base and not (cg[j] & 7 == 3 and okeys[j] == k):
+                base, f = curg[j], 2  # (not right after inserting this very line)
             if base - dele > v and not no_tail_del:
                 v, c = base - dele, 4 + 8 * f
             curg.append(v)
@@ -331,8 +354,9 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     trail = run_cost if marker_after else 0
     best, state = [], []
     for j in range(W + 1):
-        cands = ((rowp[j] - run_cost, 0),
-                 (rowm[j] - (trail if diag[j] > LEAD else 0), 1), (rowg[j], 2))
+        bad_trail = diag[j] > lead_max or diag[j] < trail_min
+        cands = ((rowp[j] - run_cost, 0), (rowm[j] - (trail if bad_trail else 0), 1),
+                 (rowg[j], 2))
         v, st = max(cands)
         best.append(v)
         state.append(st)
@@ -346,9 +370,11 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     score = -((-total) // big) if total % big else total // big
     pairs: list[tuple[int, int]] = []
     consumed: list[int] = []
+    ops: list[bool] = []  # per step, backwards: True for a context match, False a change
     i, j = L, end
     st = state[end]
     while i > 0:
+        ops.append(st < 2)
         if st < 2:  # a match (P or M)
             pairs.append((i - 1, w0 + j - 1))
             consumed.append(w0 + j - 1)
@@ -369,13 +395,23 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
             consumed.append(w0 + j - 1)
             j -= 1
     pairs.reverse()
+    violations = 0
+    if run_cost:  # a snippet's segment, not a whole file: check its context runs
+        ops.reverse()
+        runs = [len(r) for r in "".join("m" if o else " " for o in ops).split(" ")]
+        if len(runs) == 1:
+            violations = 1  # no change at all
+        else:
+            violations = (not lead_min <= runs[0] <= lead_max) + \
+                (marker_after and not trail_min <= runs[-1] <= lead_max) + \
+                sum(r > inner_max for r in runs[1:-1])
     first = min(consumed) if consumed else w0 + j
     last = max(consumed) + 1 if consumed else w0 + j
     if not pairs:
         pairs = [(0, first)]
     region = (first if marker_before else lo, last if marker_after else n)
     return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
-                            tuple(pairs))
+                            tuple(pairs), score=score, violations=violations)
 
 
 def _similar_lines(skeys: Sequence[str], orig: Sequence[str], lo: int,
@@ -391,14 +427,22 @@ def _similar_lines(skeys: Sequence[str], orig: Sequence[str], lo: int,
         toks = _tokens(k)
         best, where = SIMILAR, -1
         for j in range(lo, len(orig)):
-            o = _tokens(key(orig[j]))
-            if o and len(toks & o) / max(len(toks), len(o)) > best:
-                best, where = len(toks & o) / max(len(toks), len(o)), j
+            s = similarity(toks, _tokens(key(orig[j])))
+            if s > best:
+                best, where = s, j
         if where >= 0 and where not in found:
             found.append(where)
     return found
 
 
+def similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    """Share of two lines' words (and symbol runs) they have in common, 0 to 1."""
+    if not a or not b or a.isdisjoint(b):
+        return 0.0
+    return len(a & b) / max(len(a), len(b))
+
+
+@lru_cache(maxsize=1 << 16)
 def _tokens(line: str) -> frozenset[str]:
     """The words of a line (for a cheap similarity between a line and its edit)."""
     return frozenset(_WORD.findall(line))

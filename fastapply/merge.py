@@ -135,12 +135,23 @@ def _context_from_original(old: Sequence[str], new: Sequence[str], region: Seque
 
 
 class _Merger:
-    def __init__(self, orig: list[str]) -> None:
+    def __init__(self, orig: list[str], context: int | None = None, eof: int | None = None,
+                 shared: _Merger | None = None) -> None:
         self.orig = orig
+        self.context = context  # lines of context a lazy snippet shows (None: 0-3)
+        # where the file's lines end (before the empty line after a final newline)
+        self.eof = len(orig) if eof is None else eof
+        self.violations = 0  # lazy segments that do not show ``context`` lines
+        self.score = 0  # sum of the lazy segments' alignment scores
+        self.anchors = 0  # matched lines found once in the original
+        self.fits = 0  # lazy segments that show ``context`` lines
+        self.misfits: list[Uncertainty] = []  # the others, placed by their best fit
         self.replacements: list[_Replacement] = []
         self.uncertain: list[Uncertainty] = []
         self.pos = 0  # end of the previous hunk's region, for order-based matching
-        self._tables: dict[Callable[[str], str], dict[str, list[int]]] = {}
+        # indexes of the original by key function (shared by the mergers of one call)
+        self._tables: dict[Callable[[str], str], dict[str, list[int]]] = \
+            shared._tables if shared else {}
 
     def unsure(self, line: int, message: str) -> None:
         self.uncertain.append(Uncertainty(line, message))
@@ -171,7 +182,7 @@ class _Merger:
             if not self.orig or not any(s.strip() for s in self.orig):
                 self.replacements.append(_Replacement(0, len(self.orig), new))
             else:  # an empty SEARCH appends
-                self.replacements.append(_Replacement(len(self.orig), len(self.orig), new))
+                self.replacements.append(_Replacement(self.eof, self.eof, new))
             return
         near = hunk.old_start - 1 if hunk.old_start else None
         start, loose = self.locate(hunk, old, near)
@@ -199,7 +210,7 @@ class _Merger:
         if not hunk.marker_before and not hunk.marker_after and not self._whole_file(seg):
             # No marker anywhere and not the whole file: an anchored fragment.
             hunk = replace(hunk, marker_before=True, marker_after=True)
-        p, loose = self._place(seg, hunk)
+        p, loose, misfit = self._place(seg, hunk)
         if p is None:
             self._unplaced(seg, hunk)
             return
@@ -215,7 +226,8 @@ class _Merger:
                 self.unsure(start + 1, f"{hunk.label}: no marker comes before it, so original "
                                        f"lines {start + 1}-{first} were replaced by its first "
                                        f"{i0} lines; add a marker to keep them")
-        if last < end and (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))):
+        if last < min(end, self.eof) and \
+                (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))):
             if i1 == len(seg) - 1:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it but its last "
                                       f"line matches original line {last}, so lines "
@@ -228,6 +240,13 @@ class _Merger:
         if p.rival >= 0:
             self.unsure(first + 1, f"{hunk.label}: its anchors match equally well at lines "
                                    f"{first + 1} and {p.rival + 1}; used line {first + 1}")
+        elif misfit:  # reported if other segments fit (see merge)
+            self.misfits.append(Uncertainty(start + 1, (
+                f"{hunk.label}: unlike the other segments it does not show {self.context} "
+                f"line(s) of unchanged context beside its change; placed at lines "
+                f"{start + 1}-{end} by its best fit")))
+        elif self.context is not None:
+            self.fits += 1
         if loose:
             i, j = next(((i, j) for i, j in p.pairs if seg[i].strip()), p.pairs[0])
             seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
@@ -235,14 +254,31 @@ class _Merger:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
         self.pos = end
+        key = key_loose if loose else key_exact
+        table = self._positions(key)
+        self.anchors += sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
 
-    def _place(self, seg: list[str], hunk: Hunk) -> tuple[Placement | None, bool]:
+    def _place(self, seg: list[str], hunk: Hunk) -> tuple[Placement | None, bool, bool]:
+        """Placement with ``self.context`` lines of context, else with 0-3 lines (then
+        the segment is a misfit: the third value)."""
+        p, loose = self._place_with(seg, hunk, self.context)
+        misfit = False
+        if self.context is not None and (p is None or p.violations):
+            self.violations += 1
+            misfit = p is not None
+            p, loose = self._place_with(seg, hunk, None)
+        if p is not None:
+            self.score += p.score
+        return p, loose, misfit
+
+    def _place_with(self, seg: list[str], hunk: Hunk, context: int | None
+                    ) -> tuple[Placement | None, bool]:
         """Exact placement, or loose (indentation-blind) when that anchors more lines."""
         best: Placement | None = None
         best_loose, best_count = False, 0
         for key, loose in ((key_exact, False), (key_loose, True)):
             p = place(seg, self.orig, self.pos, hunk.marker_before, hunk.marker_after,
-                      loose, self._positions(key))
+                      loose, self._positions(key), context)
             count = nonblank_matches(p, seg) if p else 0
             if p is not None and (best is None or count > best_count):
                 best, best_loose, best_count = p, loose, count
@@ -259,7 +295,7 @@ class _Merger:
         """
         ends = [s.strip() for s in seg if s.strip()]
         file_ends = [s.strip() for s in self.orig if s.strip()]
-        if len(seg) >= len(self.orig) or not ends or not file_ends:
+        if len(seg) >= self.eof or not ends or not file_ends:
             return True
         return ends[0] == file_ends[0] and ends[-1] == file_ends[-1]
 
@@ -271,7 +307,7 @@ class _Merger:
                            f"as the whole new file")
             return
         if not hunk.marker_after:  # it runs to the end: append it there
-            where, line = len(self.orig), len(self.orig)
+            where, line = self.eof, self.eof
         elif not hunk.marker_before:  # it starts the file: insert it at the top
             where, line = self.pos, self.pos + 1
         else:
@@ -314,13 +350,38 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
         orig.pop()
     if not body:
         orig = []
-    m = _Merger(orig)
-    for hunk in plan.hunks:
-        if hunk.kind == "lazy":
-            m.lazy_segment(hunk)
-        else:
-            m.replace_block(hunk)
+    # A lazy snippet usually shows the same number of context lines (1-3) beside each
+    # change: try each and keep the reading its segments fit (fewest misfits; among
+    # equals, the most context). One line of context is weak evidence, so a free
+    # reading (0-3 lines, any mix) that anchors more unique lines beats it: LLM snippets
+    # often show 2 lines before a change and 3 after. Corpus: 0.870 -> 0.903 exact.
+    lazy = any(hunk.kind == "lazy" for hunk in plan.hunks)
+    # After a final newline a snippet may show the empty "line" that follows it as
+    # context (``text.split("\n")`` has it): let lazy segments match it too.
+    phantom = lazy and body.endswith("\n")
+    if phantom:
+        orig = [*orig, ""]
+    best: _Merger | None = None
+    for context in (3, 2, 1, None) if lazy else (None,):
+        if best is not None and (best.violations == 0 if context is not None
+                                 else best.context != 1):
+            break  # no later reading can win
+        m = _Merger(orig, context, len(orig) - phantom, best)
+        for hunk in plan.hunks:
+            if hunk.kind == "lazy":
+                m.lazy_segment(hunk)
+            else:
+                m.replace_block(hunk)
+        if best is None or (m.violations < best.violations if context is not None
+                            else m.anchors > best.anchors):
+            best = m
+    assert best is not None
+    m = best
+    if m.fits:  # a segment unlike the others (a single odd one is just a style)
+        m.uncertain.extend(m.misfits)
     lines = m.text_lines()
+    if phantom and not any(r.end == len(orig) for r in m.replacements):
+        lines.pop()  # the empty line after the final newline is still there: drop it
     text = "\n".join(lines) + ("\n" if lines and final_newline else "")
     if newline != "\n":
         text = text.replace("\n", newline)
