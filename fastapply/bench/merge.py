@@ -2,7 +2,8 @@
 
 A merge is exact when ``apply_snippet(original, snippet).text == updated``. The table
 also counts exact merges that were flagged unsure (the deterministic server runtime
-refuses those) and lists the first failing ids.
+refuses those), wrong merges that were not flagged (it would return those as merged:
+the figure to drive to zero) and lists the first failing ids.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     formats: dict[str, dict[str, Any]] = {}
     rows, failures = [], []
     for name, field in FIELDS.items():
-        exact = unsure = errors = 0
+        exact = unsure = errors = silent = 0
         for rec in edits:
             try:
                 result = apply_snippet(rec["original"], rec[field])
@@ -42,14 +43,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 exact += 1
                 unsure += bool(result.uncertain)
             else:
+                silent += not result.uncertain
                 failures.append((name, rec["id"], "; ".join(
                     u.message for u in result.uncertain)[:90] or "differs, not flagged"))
         total = len(edits)
         formats[name] = {"exact": exact, "total": total,
-                         "exact_rate": exact / total if total else 0.0}
-        rows.append([name, exact, total, formats[name]["exact_rate"], unsure, errors])
+                         "exact_rate": exact / total if total else 0.0,
+                         "wrong_unflagged": silent}
+        rows.append([name, exact, total, formats[name]["exact_rate"], unsure, silent, errors])
     print_table(["format", "exact", "total", "exact_rate", "exact_but_flagged_unsure",
-                 "parse_errors"], rows)
+                 "wrong_unflagged", "parse_errors"], rows)
     shown = [f for name in FIELDS for f in [x for x in failures if x[0] == name][: args.show]]
     if shown:
         print()
