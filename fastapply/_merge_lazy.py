@@ -19,7 +19,9 @@ cannot outvote a distinctive anchor. Two passes:
    ``j`` (``best[q] + LOCATE_COST * j_q``); the best few disjoint regions are kept;
 2. *align*: an exact edit-distance alignment in a window around each region, where a
    skipped original line is either dropped (DEL_COST) or replaced by a segment line
-   (SUB_COST, or a gain when the two lines share most of their words: an edited line).
+   (SUB_COST, or a gain when the two lines share most of their words: an edited line),
+   under the snippet's contract on context runs (see ``align``), kept exact by carrying
+   the length of the current run of matches in the state.
 
 Among equal scores the placement nearest the previous segment wins; a later region
 scoring the same is reported as an ambiguity (``rival``).
@@ -270,16 +272,22 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         """Cost of the first change after a leading context run of r lines."""
         return run_cost if r > lead_max or r < lead_min else 0
 
-    # Three states per cell: no change yet (P: the leading context run, row i has run
-    # i), last step a match (M) or last step an edit (G). Context runs are short (the
-    # snippet has 1-3 lines of context beside each change, so at most LEAD lines before
-    # the first change and after the last, at most INNER between changes, and at least
-    # one change): longer runs cost RUN_COST. M -> G opens a change block (GAP_COST).
+    # Three kinds of state per cell: no change yet (P: the leading context run, row i
+    # has run i), last step a match (M, one state per length of the run of matches
+    # ending there, 1 .. cap, the last meaning cap or more) or last step an edit (G).
+    # Context runs are short (the snippet shows 1-3 lines of context beside each change,
+    # so at most lead_max lines before the first change and after the last, at most
+    # inner_max between changes, and at least one change): longer runs cost RUN_COST.
+    # Keeping the run length in the state makes these costs exact. M -> G opens a
+    # change block (GAP_COST). M states exist only where the lines match (sparse).
     neg = _NEG * big
-    rowp, rowm, rowg = row, [neg] * (W + 1), [neg] * (W + 1)
-    diag = [0] * (W + 1)  # M: length of the run of matches ending at (i, j)
-    backm: list[bytearray] = []  # predecessor of a match: 0 P, 1 M, 2 G
-    backg: list[bytearray] = []  # 2 substitute, 3 insert, 4 delete; + 8 * predecessor
+    cap = inner_max + 1
+    rowp, rowg = row, [neg] * (W + 1)
+    rowm: list[list[int] | None] = [None] * (W + 1)  # M values by run length - 1
+    rowml, rowmr = [neg] * (W + 1), [0] * (W + 1)  # best M value to leave from, its run
+    backm: list[bytearray] = []  # per match: 1 if the capped run continued a capped run
+    backg: list[bytearray] = []  # 2 substitute, 3 insert, 4 delete, 5 changed anchor;
+    #                              + 8 * (predecessor state 0 P, 1 M, 2 G + 3 * M's run)
     stoks, otoks = [_tokens(k) for k in skeys], [_tokens(k) for k in okeys]
     for i in range(L):
         k, gain, e = skeys[i], weights[i] * big, edge[i]
@@ -287,40 +295,46 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         lead_pen = run_cost if i + 1 > lead_max else 0  # P -> P into row i + 1
         p_out = leave(i)  # leaving P at row i
         p_out_next = leave(i + 1)  # leaving P at row i + 1 (a deletion after row i)
-        curp, curm, curg = [neg], [neg], [neg]
-        cdiag = [0]
+        curp, curg = [neg], [neg]
+        curm: list[list[int] | None] = [None]
+        curml, curmr = [neg], [0]
         cm, cg = bytearray(W + 1), bytearray(W + 1)
         # column 0: insert from row i, column 0
-        cands = ((rowp[0] - gap - p_out, 0), (rowm[0] - gap - (run_cost if diag[0] > inner_max
-                                                                 else 0), 1), (rowg[0], 2))
+        cands = ((rowp[0] - gap - p_out, 0), (rowg[0], 2))
         v0, f0 = max(cands)
         curg[0] = v0 - e
         cg[0] = 3 + 8 * f0
         toks = stoks[i]
-        # Deleting an original line next to inserting the same line is a match in
-        # disguise (a "change" that changes nothing): a G step may not follow one.
-        prev_back = backg[-1] if backg else None
         for j in range(W):
             # leaving states at (i, j) into an edit
-            pp, pm, pg = rowp[j], rowm[j], rowg[j]
+            pp, pg = rowp[j], rowg[j]
             if okeys[j] == k and sraw[i] == oraw[j]:
                 curp.append(pp + gain - lead_pen)
-                if pm > pg:
-                    curm.append(pm + gain)
-                    cm[j + 1] = 1
-                    cdiag.append(diag[j] + 1)
-                else:
-                    curm.append(pg + gain)
-                    cm[j + 1] = 2
-                    cdiag.append(1)
+                vec = [neg] * cap
+                vec[0] = pg + gain
+                prev = rowm[j]
+                if prev is not None:
+                    vec[1:cap - 1] = [x + gain for x in prev[:cap - 2]]
+                    if prev[cap - 1] > prev[cap - 2]:
+                        vec[cap - 1] = prev[cap - 1] + gain
+                        cm[j + 1] = 1
+                    else:
+                        vec[cap - 1] = prev[cap - 2] + gain
+                curm.append(vec)
+                lv, lr = max((x, r) for r, x in enumerate(vec[:cap - 1]))
+                if vec[cap - 1] - run_cost > lv:  # a run longer than inner_max
+                    lv, lr = vec[cap - 1] - run_cost, cap - 1
+                curml.append(lv)
+                curmr.append(lr)
                 v, c = neg, 2
             else:
                 curp.append(neg)
-                curm.append(neg)
-                cdiag.append(0)
+                curm.append(None)
+                curml.append(neg)
+                curmr.append(0)
                 bp = pp - gap - p_out
-                bm = pm - gap - (run_cost if diag[j] > inner_max else 0)
-                base, f = (bp, 0) if bp >= bm else (bm, 1)
+                bm = rowml[j] - gap
+                base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * rowmr[j])
                 if pg > base:
                     base, f = pg, 2
                 if okeys[j] == k:  # equal keys, different text: an anchor that changes
@@ -331,33 +345,34 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                     c = 2 + 8 * f
             # insert: from (i, j + 1)
             bp = rowp[j + 1] - gap - p_out
-            bm = rowm[j + 1] - gap - (run_cost if diag[j + 1] > inner_max else 0)
-            base, f = (bp, 0) if bp >= bm else (bm, 1)
-            if rowg[j + 1] > base and not (prev_back and prev_back[j + 1] & 7 == 4
-                                           and okeys[j] == k):
-                base, f = rowg[j + 1], 2  # (not right after deleting this very line)
+            bm = rowml[j + 1] - gap
+            base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * rowmr[j + 1])
+            if rowg[j + 1] > base:
+                base, f = rowg[j + 1], 2
             if base - e > v:
                 v, c = base - e, 3 + 8 * f
             # delete: from (i + 1, j)
             bp = curp[j] - gap - p_out_next
-            bm = curm[j] - gap - (run_cost if cdiag[j] > inner_max else 0)
-            base, f = (bp, 0) if bp >= bm else (bm, 1)
-            if curg[j] > base and not (cg[j] & 7 == 3 and okeys[j] == k):
-                base, f = curg[j], 2  # (not right after inserting this very line)
+            bm = curml[j] - gap
+            base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * curmr[j])
+            if curg[j] > base:
+                base, f = curg[j], 2
             if base - dele > v and not no_tail_del:
                 v, c = base - dele, 4 + 8 * f
             curg.append(v)
             cg[j + 1] = c
         backm.append(cm)
         backg.append(cg)
-        rowp, rowm, rowg, diag = curp, curm, curg, cdiag
+        rowp, rowm, rowg, rowml, rowmr = curp, curm, curg, curml, curmr
     trail = run_cost if marker_after else 0
     best, state = [], []
     for j in range(W + 1):
-        bad_trail = diag[j] > lead_max or diag[j] < trail_min
-        cands = ((rowp[j] - run_cost, 0), (rowm[j] - (trail if bad_trail else 0), 1),
-                 (rowg[j], 2))
-        v, st = max(cands)
+        ends = [(rowp[j] - run_cost, 0), (rowg[j], 2)]
+        mvec = rowm[j]
+        if mvec is not None:
+            ends.extend((x - (trail if r + 1 > lead_max or r + 1 < trail_min else 0),
+                         1 + 3 * r) for r, x in enumerate(mvec))
+        v, st = max(ends)
         best.append(v)
         state.append(st)
     if marker_after:
@@ -372,13 +387,18 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     consumed: list[int] = []
     ops: list[bool] = []  # per step, backwards: True for a context match, False a change
     i, j = L, end
-    st = state[end]
+    st = state[end]  # 0 P, 2 G, 1 + 3 * r: M with a run of r + 1 (or more, at the cap)
     while i > 0:
-        ops.append(st < 2)
-        if st < 2:  # a match (P or M)
+        ops.append(st != 2)
+        if st != 2:  # a match (P or M)
             pairs.append((i - 1, w0 + j - 1))
             consumed.append(w0 + j - 1)
-            st = 0 if st == 0 else backm[i - 1][j]
+            if st != 0:
+                r = (st - 1) // 3
+                if r == 0:
+                    st = 2
+                elif not (r == cap - 1 and backm[i - 1][j]):
+                    st -= 3
             i, j = i - 1, j - 1
             continue
         c = backg[i - 1][j]
