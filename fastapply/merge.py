@@ -152,6 +152,9 @@ class _Merger:
         # indexes of the original by key function (shared by the mergers of one call)
         self._tables: dict[Callable[[str], str], dict[str, list[int]]] = \
             shared._tables if shared else {}
+        # placements by (hunk, position, context): readings share many of them
+        self._placed: dict[tuple[Hunk, int, int | None], tuple[Placement | None, bool]] = \
+            shared._placed if shared else {}
 
     def unsure(self, line: int, message: str) -> None:
         self.uncertain.append(Uncertainty(line, message))
@@ -274,6 +277,9 @@ class _Merger:
     def _place_with(self, seg: list[str], hunk: Hunk, context: int | None
                     ) -> tuple[Placement | None, bool]:
         """Exact placement, or loose (indentation-blind) when that anchors more lines."""
+        done = self._placed.get((hunk, self.pos, context))
+        if done is not None:
+            return done
         best: Placement | None = None
         best_loose, best_count = False, 0
         for key, loose in ((key_exact, False), (key_loose, True)):
@@ -284,6 +290,7 @@ class _Merger:
                 best, best_loose, best_count = p, loose, count
             if best_count:
                 break
+        self._placed[(hunk, self.pos, context)] = best, best_loose
         return best, best_loose
 
     def _whole_file(self, seg: list[str]) -> bool:
