@@ -1,4 +1,5 @@
-"""The thin gRPC client of a fastapply server (Triton's gRPC stream, tritonclient).
+"""The thin gRPC client of a fastapply server (Triton's gRPC stream, through the protobuf
+stubs that tritonclient ships).
 
 >>> client = FastApplyClient("127.0.0.1:8001")               # doctest: +SKIP
 >>> result = client.apply(original, snippet)                  # doctest: +SKIP

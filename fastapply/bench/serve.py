@@ -5,6 +5,11 @@ same edit of a generated ``--lines``-line Python file ``--requests`` times, alte
 one in-process ``FastApplyService.apply`` and one ``FastApplyClient.apply`` round trip,
 so both see the same machine load. Reports median and p95 latency of each, the median
 overhead of serving, and the characters per second of the merged file through gRPC.
+
+The round trip is also split with the server's own ``stats.total_ms`` (the service call
+inside the Python-backend stub): ``server_service`` against ``in process`` says whether
+the merge itself is slower in the server, ``transport`` (round trip minus service time,
+per request) is what gRPC, Triton and the backend's process hops cost.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          "the deterministic merge has changed, fix make_edit")
     local_ms: list[float] = []
     grpc_ms: list[float] = []
+    service_ms: list[float] = []  # the server's stats.total_ms of each gRPC request
     with tempfile.TemporaryDirectory(prefix="fastapply-bench-") as tmp:
         repo = render_repository(tmp, runtime="deterministic")
         with TritonServer(repo) as server, FastApplyClient(server.grpc_url) as client:
@@ -61,13 +67,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 service.apply(original, snippet)
                 t1 = time.perf_counter()
-                served = client.apply(original, snippet).merged_code
+                served = client.apply(original, snippet)
                 t2 = time.perf_counter()
-                if served != expected:
+                if served.merged_code != expected:
                     raise SystemExit("bench serve: the server returned a different merge")
                 if i >= args.warmup:
                     local_ms.append((t1 - t0) * 1e3)
                     grpc_ms.append((t2 - t1) * 1e3)
+                    service_ms.append(served.stats.total_ms)
     result = {
         "lines": original.count("\n") + 1,
         "requests": args.requests,
@@ -78,11 +85,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     result["overhead_p50_ms"] = result["grpc_p50_ms"] - result["inprocess_p50_ms"]
     result["grpc_chars_per_s"] = len(expected) / (result["grpc_p50_ms"] / 1e3)
+    transport_ms = [g - s for g, s in zip(grpc_ms, service_ms, strict=True)]
+    result["server_service_p50_ms"] = percentile(service_ms, 50)
+    result["server_service_p95_ms"] = percentile(service_ms, 95)
+    result["transport_p50_ms"] = percentile(transport_ms, 50)
+    result["transport_p95_ms"] = percentile(transport_ms, 95)
     print_table(["path", "p50_ms", "p95_ms", "chars_per_s (p50)"], [
         ["in process", result["inprocess_p50_ms"], result["inprocess_p95_ms"],
          len(expected) / (result["inprocess_p50_ms"] / 1e3)],
         ["gRPC stream", result["grpc_p50_ms"], result["grpc_p95_ms"],
          result["grpc_chars_per_s"]],
+        ["  server_service", result["server_service_p50_ms"],
+         result["server_service_p95_ms"], ""],
+        ["  transport", result["transport_p50_ms"], result["transport_p95_ms"], ""],
         ["overhead", result["overhead_p50_ms"], result["grpc_p95_ms"] -
          result["inprocess_p95_ms"], ""],
     ])
