@@ -70,6 +70,10 @@ SIMILAR_PROBES = 2
 CLOSE = 300
 #: Candidate regions refined by the exact alignment.
 CANDIDATES = 4
+#: ... only those whose coarse score is within this of the best (3 unique lines): on the
+#: corpus no placement changed, and the 500-line edit of bench serve merges in 4.7 ms
+#: instead of 8.2 (p50 of 60 interleaved runs).
+PRUNE = 3000
 #: Weight of a blank line (they are everywhere).
 BLANK_WEIGHT = 20
 
@@ -198,7 +202,9 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         return None
     finals.sort(reverse=True)
     cands: list[tuple[int, int]] = []  # distinct (first, last) matched lines, best first
-    for _, neg_start, idx in finals:
+    for final, neg_start, idx in finals:
+        if final < finals[0][0] - PRUNE:
+            break
         region = (-neg_start, pairs[idx][1])
         if all(region[1] < c[0] or region[0] > c[1] for c in cands):
             cands.append(region)
