@@ -95,7 +95,7 @@ class _Watchdog:
 
     gRPC's streaming iterator has no per-message timeout, so one thread per client
     waits for the current deadline and cancels the call, which makes the blocked read
-    raise. Requests only set the deadline (no wake-up, no thread handoff): when idle the
+    raise. Requests only set the deadline (no wake-up unless the timeout shrank): when idle the
     thread sleeps ``timeout_s`` at a time, so it is always awake before a new deadline.
     """
 
@@ -108,11 +108,14 @@ class _Watchdog:
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def arm(self, call: Any) -> None:
+    def arm(self, call: Any, timeout_s: float) -> None:
         """A response is awaited on ``call`` from now on, for at most ``timeout_s``."""
         with self._cond:
             self._call, self._expired = call, False
-            self._deadline = time.monotonic() + self.timeout_s
+            if timeout_s < self.timeout_s:  # the idle thread sleeps timeout_s at a time
+                self._cond.notify()
+            self.timeout_s = timeout_s
+            self._deadline = time.monotonic() + timeout_s
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name="fastapply-client-watchdog")
@@ -247,7 +250,7 @@ class FastApplyClient:
                     self._reset_stream()
 
     def _next_response(self, call: Any) -> Any:
-        self._watchdog.arm(call)
+        self._watchdog.arm(call, self.timeout_s)
         try:
             return next(call)
         except self._grpc.RpcError as exc:

@@ -251,6 +251,21 @@ def test_tiny_model_refuses_a_prompt_over_the_context_limit(tiny_server: Any) ->
         c.apply(long_file, "value_1 = 2\n# ... existing code ...\n", max_tokens=8)
 
 
+@pytest.mark.server
+@pytest.mark.slow
+def test_client_timeout_then_the_same_client_recovers(tiny_server: Any) -> None:
+    from fastapply.client import FastApplyClient, FastApplyError
+
+    # Half the context limit of prompt: its prefill alone takes far longer than 1 ms.
+    big = "".join(f"value_{i} = {i} * {i}\n" for i in range(TINY_CONTEXT_LIMIT_TOKENS // 16))
+    with FastApplyClient(tiny_server.grpc_url, timeout_s=0.001) as c:
+        with pytest.raises(FastApplyError, match=r"no answer from .* within 0.001 s"):
+            c.apply(big, "value_1 = 2\n# ... existing code ...\n", max_tokens=32)
+        c.timeout_s = 120  # the timed-out stream was dropped; a new one serves this
+        again = c.apply("a = 1\n", "a = 2\n", max_tokens=8)
+    assert again.stats.completion_tokens > 0
+
+
 # -- `fastapply serve` -----------------------------------------------------------------
 
 
