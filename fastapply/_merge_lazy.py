@@ -23,8 +23,9 @@ cannot outvote a distinctive anchor. Two passes:
    under the snippet's contract on context runs (see ``align``), kept exact by carrying
    the length of the current run of matches in the state.
 
-Among equal scores the placement nearest the previous segment wins; a later region
-scoring the same is reported as an ambiguity (``rival``).
+Among equal scores the placement whose region the segment's text most resembles wins
+(then the one nearest the previous segment); the other is reported as an ambiguity
+(``rival``), as is any region scoring within CLOSE.
 
 >>> orig = ["a = 1", "b = 2", "c = 3", "d = 4"]
 >>> p = place(["b = 2", "x = 9", "d = 4"], orig, lo=0, marker_before=True,
@@ -35,6 +36,7 @@ scoring the same is reported as an ambiguity (``rival``).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from bisect import bisect_left
@@ -233,13 +235,29 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
                 other_score, other = window(first, last, best.end[1])
                 if other_score == score and other.pairs:
                     rival = other.start[1]
+                    if _likeness(seg, orig, other) > _likeness(seg, orig, best):
+                        rival, best = best.start[1], other  # the region it resembles
                     break
     lo_b, hi_b = best.start[1], best.end[0]
     for other_score, other in results[1:]:  # a different place scoring nearly as well
         if rival < 0 and score - other_score <= CLOSE and other.pairs and \
                 (other.end[0] <= lo_b or other.start[1] >= hi_b):
             rival = other.start[1]
+            if other_score == score and _likeness(seg, orig, other) > _likeness(seg, orig, best):
+                rival, best = best.start[1], other  # the region it resembles
     return replace(best, rival=rival)
+
+
+def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> float:
+    """Share of the segment's characters found, in order, in the region it would replace.
+
+    Breaks exact ties between places: an edited line keeps some of what it replaces
+    (``raise`` for ``raise Timeout(...)``), an unrelated line does not.
+    """
+    region = "\n".join(orig[p.start[0]:p.end[1]])
+    text = "\n".join(seg)
+    sm = difflib.SequenceMatcher(None, text, region, autojunk=False)
+    return sum(b.size for b in sm.get_matching_blocks()) / max(1, len(text))
 
 
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,

@@ -188,3 +188,15 @@ def test_context_may_include_the_line_after_the_final_newline() -> None:
     snippet = "// ...\nrequire('./request');\n\n// title\n\nexports.title = 'x';\n\n"
     got = apply_snippet(original, snippet).check()
     assert got == original + "\n// title\n\nexports.title = 'x';\n\n"
+
+
+def test_equal_places_go_to_the_region_the_segment_resembles_and_are_flagged() -> None:
+    # `else:` / changed line / blank fits both functions equally; the changed line keeps
+    # most of `raise Timeout('late')`, nothing of `y = cert`.
+    original = ("def a(x):\n    if x:\n        y = 1\n    else:\n        y = cert\n\n\n"
+                "def b(x):\n    if x:\n        raise ValueError(x)\n    else:\n"
+                "        raise Timeout('late')\n\n\ndef c():\n    pass\n")
+    got = apply_snippet(original, "# ...\n    else:\n        raise\n\n# ...\n")
+    assert got.text == original.replace("raise Timeout('late')", "raise")
+    assert [u.line for u in got.uncertain] == [11]
+    assert "lines 11 and 4" in got.uncertain[0].message
