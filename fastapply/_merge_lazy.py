@@ -454,8 +454,22 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     if not pairs:
         pairs = [(0, first)]
     region = (first if marker_before else lo, last if marker_after else n)
+    if run_cost and not violations and region[0] >= w0 and region[1] <= w0 + W and \
+            _same(skeys, okeys[region[0] - w0:region[1] - w0], not marker_after):
+        # The path's only "change" was a no-op (insert X, delete X): there is none.
+        violations = 1
     return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
                             tuple(pairs), score=score, violations=violations)
+
+
+def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:
+    """Are the two runs of lines equal (ignoring blank lines at the end of the file)?"""
+    a, b = list(a), list(b)
+    while to_the_end and a and not a[-1].strip():
+        a.pop()
+    while to_the_end and b and not b[-1].strip():
+        b.pop()
+    return a == b
 
 
 def _similar_lines(skeys: Sequence[str], orig: Sequence[str], lo: int,

@@ -200,3 +200,12 @@ def test_equal_places_go_to_the_region_the_segment_resembles_and_are_flagged() -
     assert got.text == original.replace("raise Timeout('late')", "raise")
     assert [u.line for u in got.uncertain] == [11]
     assert "lines 11 and 4" in got.uncertain[0].message
+
+
+def test_a_segment_that_changes_nothing_is_not_a_reading() -> None:
+    # Two context lines, a deletion, two more: the segment's lines also sit together at
+    # the end of the file, where reading them changes nothing. That is not an edit.
+    original = ("function f(v) {\n\tif (v) {\n\t\tx();\n\t}\n\n\tif (v.c === undefined) {\n"
+                "\t\tv.c = {};\n\t}\n\n\treturn v;\n};\n")
+    got = apply_snippet(original, "// ... existing code ...\n\t}\n\n\treturn v;\n};\n")
+    assert got.text == original.replace("\tif (v.c === undefined) {\n\t\tv.c = {};\n\t}\n\n", "")
