@@ -95,8 +95,6 @@ class Placement:
     pairs: tuple[tuple[int, int], ...]
     #: Start line (0-based) of another region that scored the same, or -1.
     rival: int = -1
-    #: Alignment score (higher is better).
-    score: int = 0
     #: Context runs outside the snippet contract (see ``align``), 0 when it holds.
     violations: int = 0
 
@@ -459,7 +457,7 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         # The path's only "change" was a no-op (insert X, delete X): there is none.
         violations = 1
     return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
-                            tuple(pairs), score=score, violations=violations)
+                            tuple(pairs), violations=violations)
 
 
 def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:

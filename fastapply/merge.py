@@ -142,7 +142,6 @@ class _Merger:
         # where the file's lines end (before the empty line after a final newline)
         self.eof = len(orig) if eof is None else eof
         self.violations = 0  # lazy segments that do not show ``context`` lines
-        self.score = 0  # sum of the lazy segments' alignment scores
         self.anchors = 0  # matched lines found once in the original
         self.fits = 0  # lazy segments that show ``context`` lines
         self.misfits: list[Uncertainty] = []  # the others, placed by their best fit
@@ -270,8 +269,6 @@ class _Merger:
             self.violations += 1
             misfit = p is not None
             p, loose = self._place_with(seg, hunk, None)
-        if p is not None:
-            self.score += p.score
         return p, loose, misfit
 
     def _place_with(self, seg: list[str], hunk: Hunk, context: int | None
@@ -361,7 +358,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
     # change: try each and keep the reading its segments fit (fewest misfits; among
     # equals, the most context). One line of context is weak evidence, so a free
     # reading (0-3 lines, any mix) that anchors more unique lines beats it: LLM snippets
-    # often show 2 lines before a change and 3 after. Corpus: 0.870 -> 0.903 exact.
+    # often show 2 lines before a change and 3 after. (Figures: docs/benchmarks.md.)
     lazy = any(hunk.kind == "lazy" for hunk in plan.hunks)
     # After a final newline a snippet may show the empty "line" that follows it as
     # context (``text.split("\n")`` has it): let lazy segments match it too.
