@@ -389,7 +389,8 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     trail = run_cost if marker_after else 0
     best, state = [], []
     for j in range(W + 1):
-        ends = [(rowp[j] - run_cost, 0), (rowg[j], 2)]
+        # ending on a change: no context after it, short of trail_min
+        ends = [(rowp[j] - run_cost, 0), (rowg[j] - (trail if trail_min else 0), 2)]
         mvec = rowm[j]
         if mvec is not None:
             ends.extend((x - (trail if r + 1 > lead_max or r + 1 < trail_min else 0),

@@ -210,3 +210,23 @@ def test_a_segment_that_changes_nothing_is_not_a_reading() -> None:
                 "\t\tv.c = {};\n\t}\n\n\treturn v;\n};\n")
     got = apply_snippet(original, "// ... existing code ...\n\t}\n\n\treturn v;\n};\n")
     assert got.text == original.replace("\tif (v.c === undefined) {\n\t\tv.c = {};\n\t}\n\n", "")
+
+
+def test_a_segment_ending_on_a_changed_line_does_not_show_its_context() -> None:
+    # Three lines of context, a deletion, `handlers = ...`, a deletion, three lines of
+    # context. The last line of the segment (empty) also equals, up to trailing spaces,
+    # the whitespace-only line after `code = None`: read that way the segment is an
+    # insertion ending on a changed line, which shows no context after the change, so
+    # it must not fit a three-line reading (it did, and duplicated the function's tail).
+    body = "".join(f"    code_{i} = {i}\n" for i in range(8))
+    checks = "".join(f"        check_{i}()\n" for i in range(5))
+    original = (f"def register(key, f):\n    if bad(f):\n        raise ValueError(\n"
+                f"            'not a handler'\n            .format(f))\n    \n{body}    \n"
+                f"    handlers = spec(key)\n    \n    if is_code:\n{checks}    \n"
+                f"    handlers[f] = f\n\ndef other():\n    pass\n")
+    snippet = ("        # ...\n            'not a handler'\n            .format(f))\n    \n"
+               "    handlers = spec(key)\n    \n    handlers[f] = f\n\n# ... existing code ...\n")
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace(f"{body}    \n", "").replace(
+        f"    \n    if is_code:\n{checks}", "")
+    assert not got.uncertain
