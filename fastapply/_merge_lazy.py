@@ -9,6 +9,10 @@ original region ``orig[start:end]`` it replaces. We pick the chain of matched li
                           -  EDGE_COST at each segment edge next to a marker that is
                              not itself a matched line (a segment should start and end
                              in context)
+                          -  DROP_DEF per removed definition (``def``, ``func``,
+                             ``class``, ``function``) whose name the segment never
+                             mentions: a new function written next to similar ones is
+                             an insertion, not a rewrite of its neighbours
 
 A line's weight falls with how often it occurs in the original (a unique line is worth
 1.0, a line found 25 times 0.2, a blank line 0.02), so generic lines (``}``, ``try:``)
@@ -76,6 +80,8 @@ CANDIDATES = 4
 #: corpus no placement changed, and the 500-line edit of bench serve merges in 4.7 ms
 #: instead of 8.2 (p50 of 60 interleaved runs).
 PRUNE = 3000
+#: Cost of removing a definition (def, func, class) the segment does not name.
+DROP_DEF = 2000
 #: Weight of a blank line (they are everywhere).
 BLANK_WEIGHT = 20
 
@@ -221,7 +227,7 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         okeys = [key(s) for s in orig[w0:w1]]
         raw = (list(seg), list(orig[w0:w1])) if not loose else (skeys, okeys)
         return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw,
-                     context=context)
+                     context=context, dropped=_dropped_defs(orig[w0:w1], seg))
 
     results = sorted((window(first, last, lo) for first, last in cands),
                      key=lambda r: (-r[0], r[1].start[0]))
@@ -261,11 +267,13 @@ def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> float:
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
           weights: Sequence[int], marker_before: bool, marker_after: bool,
           sraw: Sequence[str] | None = None, oraw: Sequence[str] | None = None,
-          context: int | None = None) -> tuple[int, Placement]:
+          context: int | None = None,
+          dropped: Sequence[bool] | None = None) -> tuple[int, Placement]:
     """Exact alignment of a segment with the window ``okeys`` = orig[w0:w0+len(okeys)].
 
     Edit costs: a matched line gains its weight, an original line replaced by a segment
-    line costs SUB_COST, one dropped costs DEL_COST, a segment line inserted costs
+    line costs SUB_COST, one dropped costs DEL_COST (each plus DROP_DEF if ``dropped``
+    marks it: it defines a name the segment never mentions), a segment line inserted costs
     nothing; an unmatched edge line next to a marker costs EDGE_COST. Without a marker
     before (after), original lines between ``lo`` (the end) and the window cost DEL_COST.
     With ``context`` = c, the runs of context next to a marker must be exactly c lines
@@ -284,6 +292,9 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         [-(DEL_COST * (w0 + j - lo)) * big - lo for j in range(W + 1)]
     sraw, oraw = sraw or skeys, oraw or okeys
     dele, sub, gap = DEL_COST * big, SUB_COST * big, GAP_COST * big
+    # removing a definition the segment does not name (not when it is the whole file)
+    extra = [DROP_DEF * big if d and (marker_before or marker_after) else 0
+             for d in (dropped or [False] * W)]
     run_cost = RUN_COST * big if marker_before or marker_after else 0  # not a whole file
     lead_max = LEAD if context is None else context
     inner_max = INNER if context is None else 2 * context
@@ -364,6 +375,7 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                 else:
                     s = similarity(toks, otoks[j])
                     v = (base + int(SIM_GAIN * s) * big if s >= SIMILAR else base - sub) - e
+                    v -= extra[j]
                     c = 2 + 8 * f
             # insert: from (i, j + 1)
             bp = rowp[j + 1] - gap - p_out
@@ -379,8 +391,8 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
             base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * curmr[j])
             if curg[j] > base:
                 base, f = curg[j], 2
-            if base - dele > v and not no_tail_del:
-                v, c = base - dele, 4 + 8 * f
+            if base - dele - extra[j] > v and not no_tail_del:
+                v, c = base - dele - extra[j], 4 + 8 * f
             curg.append(v)
             cg[j + 1] = c
         backm.append(cm)
@@ -459,6 +471,23 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         violations = 1
     return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
                             tuple(pairs), violations=violations)
+
+
+_DEF = re.compile(r"^\s*(?:export\s+)?(?:async\s+)?"
+                  r"(?:def|class|func(?:\s*\([^)]*\))?|function)\s+(\w+)")
+
+
+def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
+    """Per original line: does it define a name (def, class, func, function) that the
+    segment never mentions? Replacing or deleting it removes that definition."""
+    words: set[str] | None = None
+    out = []
+    for line in region:
+        m = _DEF.match(line)
+        if m and words is None:
+            words = {w for s in seg for w in _WORD.findall(s)}
+        out.append(m is not None and m.group(1) not in (words or ()))
+    return out
 
 
 def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:

@@ -230,3 +230,36 @@ def test_a_segment_ending_on_a_changed_line_does_not_show_its_context() -> None:
     assert got.text == original.replace(f"{body}    \n", "").replace(
         f"    \n    if is_code:\n{checks}", "")
     assert not got.uncertain
+
+
+def _method(name: str, what: str, app: bool) -> str:
+    key, fn = ("None" if app else "self.name"), name.replace("_app", "")
+    return (f"    def {name}(self, f):\n"
+            f"        \"\"\"Like :meth:`Flask.{fn}` but for a blueprint.\n"
+            f"        Runs {what}.\n        \"\"\"\n"
+            f"        self.record_once(lambda s: s.app.{fn}_funcs\n"
+            f"            .setdefault({key}, []).append(f))\n        return f\n\n")
+
+
+def _methods(name: str, what: str) -> str:
+    return _method(name, what, False) + \
+        _method(name.replace("_", "_app_", 1), what + " of any blueprint", True)
+
+
+def test_new_functions_next_to_similar_ones_are_inserted_not_rewritten_over_them() -> None:
+    # The leading context (`.setdefault(None, ...)`, `return f`, blank) ends every
+    # `*_app_request` method. Read at `before_app_request`, the two new methods would
+    # be a rewrite of `after_request` and `after_app_request`, line by similar line,
+    # and both would vanish: removing definitions the snippet never names costs extra.
+    new = _methods("teardown_request", "when tearing down a request")
+    original = ("class Blueprint:\n\n" + _methods("before_request", "before a request")
+                + _methods("after_request", "after a request")
+                + _method("context_processor", "for templates", False))
+    snippet = ("        # ...\n            .setdefault(None, []).append(f))\n        return f\n\n"
+               + new + "    def context_processor(self, f):\n        \"\"\"Like "
+               ":meth:`Flask.context_processor` but for a blueprint.\n        Runs for "
+               "templates.\n        # ... existing code ...\n")
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace("    def context_processor",
+                                        new + "    def context_processor")
+    assert not got.uncertain
