@@ -477,16 +477,30 @@ _DEF = re.compile(r"^\s*(?:export\s+)?(?:async\s+)?"
                   r"(?:def|class|func(?:\s*\([^)]*\))?|function)\s+(\w+)")
 
 
+_HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>)")
+
+
 def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
     """Per original line: does it define a name (def, class, func, function) that the
-    segment never mentions? Replacing or deleting it removes that definition."""
+    segment never mentions, or is it a heading whose text the segment lacks? Replacing
+    or deleting it removes that definition or section."""
     words: set[str] | None = None
+    text: str | None = None
     out = []
     for line in region:
         m = _DEF.match(line)
-        if m and words is None:
-            words = {w for s in seg for w in _WORD.findall(s)}
-        out.append(m is not None and m.group(1) not in (words or ()))
+        if m:
+            if words is None:
+                words = {w for s in seg for w in _WORD.findall(s)}
+            out.append(m.group(1) not in words)
+            continue
+        h = _HEADING.match(line)
+        if h:
+            if text is None:
+                text = "\n".join(seg)
+            out.append((h.group(1) or h.group(2)).strip() not in text)
+            continue
+        out.append(False)
     return out
 
 

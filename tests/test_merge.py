@@ -263,3 +263,24 @@ def test_new_functions_next_to_similar_ones_are_inserted_not_rewritten_over_them
     assert got.text == original.replace("    def context_processor",
                                         new + "    def context_processor")
     assert not got.uncertain
+
+
+def test_a_new_section_before_a_similar_one_is_inserted_not_written_over_it() -> None:
+    # The new <h3>/<ul> section resembles "Useful Links" line by line; read as its
+    # rewrite, "Useful Links" would vanish. A heading the segment lacks costs extra to
+    # remove, so the one-line-context reading (as the first segment shows) inserts it.
+    original = ('<p>Intro</p>\n\n<h3>Get Updates</h3>\n<p>Receive updates.</p>\n'
+                '<p><a href="http://list">Join Mailing List</a>.</p>\n\n'
+                '<h3>Useful Links</h3>\n<ul>\n  <li><a href="http://a">A @ GitHub</a></li>\n'
+                '  <li><a href="http://b">B @ PyPI</a></li>\n</ul>\n\n'
+                '<h3>Translations</h3>\n<ul>\n  <li><a href="http://c">German</a></li>\n'
+                '</ul>\n')
+    new = ('\n<h3>Other Projects</h3>\n<ul>\n  <li><a href="http://d">D: for Humans</a></li>\n'
+           '  <li><a href="http://e">E: for Humans</a></li>\n</ul>\n')
+    join = '<p><a href="http://list">Join Mailing List</a>.</p>\n'
+    snippet = ('<!-- ... -->\n\n<h3>Stay Informed</h3>\n<p>Receive updates.</p>\n'
+               '<!-- ... -->\n' + join + new + '\n<!-- ... -->\n')
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace(join, join + new).replace("Get Updates",
+                                                                  "Stay Informed")
+    assert not got.uncertain
