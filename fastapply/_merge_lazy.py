@@ -10,10 +10,11 @@ original region ``orig[start:end]`` it replaces. We pick the chain of matched li
                              not itself a matched line (a segment should start and end
                              in context)
                           -  DROP_DEF per removed definition (``def``, ``func``,
-                             ``class``, ``function``) whose name the segment never
-                             mentions, or heading whose text it lacks: a new function
-                             or section written next to similar ones is an insertion,
-                             not a rewrite of its neighbours
+                             ``class``, ``function``, a test's ``it('name', ...``)
+                             whose name the segment never mentions, or heading whose
+                             text it lacks: a new function, test or section written
+                             next to similar ones is an insertion, not a rewrite of
+                             its neighbours
 
 A line's weight falls with how often it occurs in the original (a unique line is worth
 1.0, a line found 25 times 0.2, a blank line 0.02), so generic lines (``}``, ``try:``)
@@ -81,10 +82,10 @@ CANDIDATES = 4
 #: corpus no placement changed, and the 500-line edit of bench serve merges in 4.7 ms
 #: instead of 8.2 (p50 of 60 interleaved runs).
 PRUNE = 3000
-#: Cost of removing a definition (def, func, class, function) the segment does not name
-#: or a heading (Markdown ##, HTML <hN>) whose text it lacks: 2 unique anchors. On the
-#: corpus any value from 1500 to 20000 gives the same merges.
-DROP_DEF = 2000
+#: Cost of removing a definition (def, func, class, function, a test's it/describe/test)
+#: the segment does not name, or a heading (Markdown ##, HTML <hN>) whose text it lacks.
+#: On the corpus every value from 5000 to 40000 gives the same merges (2000 loses one).
+DROP_DEF = 10000
 #: Weight of a blank line (they are everywhere).
 BLANK_WEIGHT = 20
 
@@ -106,6 +107,8 @@ class Placement:
     rival: int = -1
     #: Context runs outside the snippet contract (see ``align``), 0 when it holds.
     violations: int = 0
+    #: Definitions and headings it removes that the segment never names (DROP_DEF).
+    drops: int = 0
 
 
 def key_exact(line: str) -> str:
@@ -235,6 +238,22 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
     results = sorted((window(first, last, lo) for first, last in cands),
                      key=lambda r: (-r[0], r[1].start[0]))
     score, best = results[0]
+    if best.violations and marker_before and marker_after and _same(
+            skeys, [key(s) for s in orig[best.start[0]:best.end[1]]], False):
+        # Its lines sit together in the original (reading them there changes nothing):
+        # a deletion shows that way. Its head may be at an earlier copy of its first
+        # line, or its tail at a later copy of its last line, with lines removed between.
+        # (A deletion longer than RUN_COST / DEL_COST lines scores below the no-op.)
+        reach = RUN_COST // DEL_COST
+        firsts = table.get(skeys[0], [])
+        lasts = table.get(skeys[-1], [])
+        head = firsts[bisect_left(firsts, max(lo, best.start[1] - reach)):
+                      bisect_left(firsts, best.start[1])]
+        tail = lasts[bisect_left(lasts, best.end[0]):bisect_left(lasts, best.end[0] + reach)]
+        more = [window(j, best.end[0] - 1, lo) for j in head[-CANDIDATES:]] + \
+            [window(best.start[1], j, lo) for j in tail[:CANDIDATES]]
+        results = sorted(results + more, key=lambda r: (-r[0], r[1].start[0]))
+        score, best = results[0]
     rival = -1
     if marker_before:  # the same score after the chosen region: an ambiguous anchor
         for first, last in cands:
@@ -424,6 +443,7 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     pairs: list[tuple[int, int]] = []
     consumed: list[int] = []
     ops: list[bool] = []  # per step, backwards: True for a context match, False a change
+    drops = 0
     i, j = L, end
     st = state[end]  # 0 P, 2 G, 1 + 3 * r: M with a run of r + 1 (or more, at the cap)
     while i > 0:
@@ -446,11 +466,13 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
             pairs.append((i - 1, w0 + j - 1))
         if c in (2, 5):
             consumed.append(w0 + j - 1)
+            drops += c == 2 and extra[j - 1] > 0
             i, j = i - 1, j - 1
         elif c == 3:
             i -= 1
         else:
             consumed.append(w0 + j - 1)
+            drops += extra[j - 1] > 0
             j -= 1
     pairs.reverse()
     violations = 0
@@ -473,14 +495,15 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         # The path's only "change" was a no-op (insert X, delete X): there is none.
         violations = 1
     return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
-                            tuple(pairs), violations=violations)
+                            tuple(pairs), violations=violations, drops=drops)
 
 
 _DEF = re.compile(r"^\s*(?:export\s+)?(?:async\s+)?"
                   r"(?:def|class|func(?:\s*\([^)]*\))?|function)\s+(\w+)")
 
 
-_HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>)")
+_HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>"
+                      r"""|(?:it|describe|test)\(\s*(['"`].+?['"`])\s*,)""")
 
 
 def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
@@ -501,7 +524,7 @@ def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
         if h:
             if text is None:
                 text = "\n".join(seg)
-            out.append((h.group(1) or h.group(2)).strip() not in text)
+            out.append(next(g for g in h.groups() if g).strip() not in text)
             continue
         out.append(False)
     return out

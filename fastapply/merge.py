@@ -143,6 +143,7 @@ class _Merger:
         self.eof = len(orig) if eof is None else eof
         self.violations = 0  # lazy segments that do not show ``context`` lines
         self.anchors = 0  # matched lines found once in the original
+        self.drops = 0  # definitions and headings removed that the snippet never names
         self.fits = 0  # lazy segments that show ``context`` lines
         self.misfits: list[Uncertainty] = []  # the others, placed by their best fit
         self.replacements: list[_Replacement] = []
@@ -256,6 +257,7 @@ class _Merger:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
         self.pos = end
+        self.drops += p.drops
         key = key_loose if loose else key_exact
         table = self._positions(key)
         self.anchors += sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
@@ -358,7 +360,10 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
     # change: try each and keep the reading its segments fit (fewest misfits; among
     # equals, the most context). One line of context is weak evidence, so a free
     # reading (0-3 lines, any mix) that anchors more unique lines beats it: LLM snippets
-    # often show 2 lines before a change and 3 after. (Figures: docs/benchmarks.md.)
+    # often show 2 lines before a change and 3 after. The free reading also beats any
+    # reading that removes definitions or headings the snippet never names (``drops``:
+    # a rewrite of a similar neighbour) if it removes fewer and anchors as many lines.
+    # (Figures: docs/benchmarks.md.)
     lazy = any(hunk.kind == "lazy" for hunk in plan.hunks)
     # After a final newline a snippet may show the empty "line" that follows it as
     # context (``text.split("\n")`` has it): let lazy segments match it too.
@@ -368,7 +373,9 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
     best: _Merger | None = None
     for context in (3, 2, 1, None) if lazy else (None,):
         if best is not None and (best.violations == 0 if context is not None
-                                 else best.context != 1):
+                                 else best.context != 1 and not best.drops):
+            if context is not None and best.drops:
+                continue  # only the free reading may still win
             break  # no later reading can win
         m = _Merger(orig, context, len(orig) - phantom, best)
         for hunk in plan.hunks:
@@ -376,8 +383,13 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
                 m.lazy_segment(hunk)
             else:
                 m.replace_block(hunk)
-        if best is None or (m.violations < best.violations if context is not None
-                            else m.anchors > best.anchors):
+        if best is None:
+            best = m
+        elif context is not None:
+            if m.violations < best.violations:
+                best = m
+        elif (m.anchors >= best.anchors and m.drops < best.drops) or \
+                (best.context == 1 and m.anchors > best.anchors):
             best = m
     assert best is not None
     m = best

@@ -284,3 +284,50 @@ def test_a_new_section_before_a_similar_one_is_inserted_not_written_over_it() ->
     assert got.text == original.replace(join, join + new).replace("Get Updates",
                                                                   "Stay Informed")
     assert not got.uncertain
+
+
+def _doc_function(name: str, body: str) -> str:
+    return (f"/**\n * {name.title()} things.\n *\n * @param {{Object}} {name}Obj\n */\n\n"
+            f"exports.{name} = function(obj){{\n  {body}\n}};\n\n")
+
+
+def test_a_deletion_whose_context_also_sits_together_elsewhere_is_a_deletion() -> None:
+    # `};` / blank / `/**` end every function, so the segment's lines also sit together
+    # right before `slice`'s comment, where reading them changes nothing. Its head is
+    # the earlier copy: `parse` (44 lines) is removed.
+    parse = _doc_function("parse", "\n  ".join(f"var a{i} = obj.a{i};" for i in range(40)))
+    original = (_doc_function("first", "return 1;") + parse
+                + _doc_function("slice", "return [].slice.call(obj);")
+                + _doc_function("last", "return 4;"))
+    snippet = ("// ... rest of code ...\n};\n\n/**\n * Slice things.\n *\n"
+               " * @param {Object} sliceObj\n// ... rest of code ...\n")
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace(parse, "")
+    assert not got.uncertain
+
+
+def _mocha_case(name: str, cache: str, count: int) -> str:
+    return (f"    it('{name}', function(done){{\n      var app = express();\n"
+            f"      var count = 0;\n\n      function View(name){{\n        this.name = name;\n"
+            f"        count++;\n      }}\n\n      app.set('view cache', {cache});\n"
+            f"      app.set('view', View);\n\n      app.render('x', function(err, str){{\n"
+            f"        if (err) return done(err);\n        count.should.equal({count});\n"
+            f"        done();\n      }})\n    }})\n")
+
+
+def test_new_test_cases_next_to_similar_ones_do_not_replace_them() -> None:
+    # Two lines of context before, three after (uneven, as LLMs write). The three-line
+    # reading fits by rewriting the existing `should use the view` case into the new
+    # ones, so that test would vanish; the free reading inserts them and wins.
+    original = ("describe('app', function(){\n  describe('.render', function(){\n"
+                + _mocha_case("should render", "false", 1) + "\n"
+                + _mocha_case("should use the view", "false", 1)
+                + "  })\n\n  describe('.engine', function(){\n    it('should map', "
+                  "function(){\n      done();\n    })\n  })\n})\n")
+    new = ("\n" + _mocha_case("should always look up", "false", 2) + "\n"
+           + _mocha_case("should cache", "true", 1))
+    tail = "  })\n\n  describe('.engine', function(){\n"
+    snippet = "// ... existing code ...\n      })\n    })\n" + new + tail + "// ...\n"
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace("    })\n" + tail, "    })\n" + new + tail)
+    assert not got.uncertain
