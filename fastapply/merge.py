@@ -144,6 +144,7 @@ class _Merger:
         self.violations = 0  # lazy segments that do not show ``context`` lines
         self.anchors = 0  # matched lines found once in the original
         self.drops = 0  # definitions and headings removed that the snippet never names
+        self.exact = 0  # lazy segments placed by exact (indentation-true) matches
         self.fits = 0  # lazy segments that show ``context`` lines
         self.misfits: list[Uncertainty] = []  # the others, placed by their best fit
         self.replacements: list[_Replacement] = []
@@ -250,8 +251,14 @@ class _Merger:
                 f"{start + 1}-{end} by its best fit")))
         elif self.context is not None:
             self.fits += 1
-        if loose:
-            i, j = next(((i, j) for i, j in p.pairs if seg[i].strip()), p.pairs[0])
+        # Loose (indentation-blind) matches: the snippet lost the file's indentation
+        # (shift it), unless a single line supports that while earlier segments matched
+        # exactly: then that line's indentation changed and the snippet's text stands.
+        shifted = [(i, j) for i, j in p.pairs if seg[i].strip() and seg[i] != self.orig[j]]
+        if not loose:
+            self.exact += 1
+        elif len(shifted) >= 2 or (shifted and not self.exact):
+            i, j = shifted[0]
             seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
             for i, j in p.pairs:
                 seg[i] = self.orig[j]

@@ -331,3 +331,24 @@ def test_new_test_cases_next_to_similar_ones_do_not_replace_them() -> None:
     got = apply_snippet(original, snippet)
     assert got.text == original.replace("    })\n" + tail, "    })\n" + new + tail)
     assert not got.uncertain
+
+
+def test_a_line_whose_indentation_changed_keeps_the_snippets_indentation() -> None:
+    # The if/else collapses to its else branch, one level out. The line matches the
+    # original only when indentation is ignored; as the other segment matched exactly,
+    # that is a changed indentation, not a snippet that lost the file's indentation.
+    original = ("import os\n\n\ndef make(self):\n    conn = self.cls()\n    conn.key = self.key\n"
+                "\n    if self.version is None:\n        conn.version = DEFAULT\n    else:\n"
+                "        conn.version = self.version\n\n    return conn\n")
+    snippet = ("# ...\ndef make(self):\n    conn = self.cls(timeout=1)\n    conn.key = self.key\n"
+               "    # ...\n\n    conn.version = self.version\n\n    # ...\n")
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace("self.cls()", "self.cls(timeout=1)").replace(
+        "    if self.version is None:\n        conn.version = DEFAULT\n    else:\n"
+        "        conn.version", "    conn.version")
+
+
+def test_a_one_line_anchor_still_restores_lost_indentation() -> None:
+    original = "class K:\n    def f(self):\n        return 1\n\n    def g(self):\n        pass\n"
+    got = apply_snippet(original, "# ...\ndef f(self):\n    return 2\n# ...\n")
+    assert got.text == original.replace("return 1", "return 2")
