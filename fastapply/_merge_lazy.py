@@ -109,6 +109,8 @@ class Placement:
     violations: int = 0
     #: Definitions and headings it removes that the segment never names (DROP_DEF).
     drops: int = 0
+    #: The rival's placement, if there is one (the merge may take it instead).
+    alternative: Placement | None = None
 
 
 def key_exact(line: str) -> str:
@@ -254,24 +256,28 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
             [window(best.start[1], j, lo) for j in tail[:CANDIDATES]]
         results = sorted(results + more, key=lambda r: (-r[0], r[1].start[0]))
         score, best = results[0]
-    rival = -1
+    rival, alt = -1, None
     if marker_before:  # the same score after the chosen region: an ambiguous anchor
         for first, last in cands:
             if first >= best.end[1] and last + 1 - best.end[1] >= 1:
                 other_score, other = window(first, last, best.end[1])
                 if other_score == score and other.pairs:
-                    rival = other.start[1]
+                    rival, alt = other.start[1], other
                     if _likeness(seg, orig, other) > _likeness(seg, orig, best):
-                        rival, best = best.start[1], other  # the region it resembles
+                        best, alt = other, best  # the region it resembles
+                        rival = alt.start[1]
                     break
     lo_b, hi_b = best.start[1], best.end[0]
     for other_score, other in results[1:]:  # a different place scoring nearly as well
         if rival < 0 and score - other_score <= CLOSE and other.pairs and \
                 (other.end[0] <= lo_b or other.start[1] >= hi_b):
-            rival = other.start[1]
+            rival, alt = other.start[1], other
             if other_score == score and _likeness(seg, orig, other) > _likeness(seg, orig, best):
-                rival, best = best.start[1], other  # the region it resembles
-    return replace(best, rival=rival)
+                best, alt = other, best  # the region it resembles
+                rival = alt.start[1]
+    if alt is not None:
+        alt = replace(alt, rival=best.start[1])
+    return replace(best, rival=rival, alternative=alt)
 
 
 def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> float:

@@ -136,8 +136,10 @@ def _context_from_original(old: Sequence[str], new: Sequence[str], region: Seque
 
 class _Merger:
     def __init__(self, orig: list[str], context: int | None = None, eof: int | None = None,
-                 shared: _Merger | None = None) -> None:
+                 shared: _Merger | None = None, flips: frozenset[int] = frozenset()) -> None:
         self.orig = orig
+        self.flips = flips  # lazy segments (numbers) that take their rival placement
+        self.ties: list[int] = []  # lazy segments (numbers) that have a rival placement
         self.context = context  # lines of context a lazy snippet shows (None: 0-3)
         # where the file's lines end (before the empty line after a final newline)
         self.eof = len(orig) if eof is None else eof
@@ -156,6 +158,11 @@ class _Merger:
         # placements by (hunk, position, context): readings share many of them
         self._placed: dict[tuple[Hunk, int, int | None], tuple[Placement | None, bool]] = \
             shared._placed if shared else {}
+
+    def trouble(self) -> tuple[int, int, int]:
+        """How badly this reading fits (smaller is better): context runs outside the
+        contract, unsure places, then fewer unique anchors."""
+        return self.violations, len(self.uncertain) + len(self.misfits), -self.anchors
 
     def unsure(self, line: int, message: str) -> None:
         self.uncertain.append(Uncertainty(line, message))
@@ -218,6 +225,10 @@ class _Merger:
         if p is None:
             self._unplaced(seg, hunk)
             return
+        if p.alternative is not None:
+            self.ties.append(hunk.number)
+            if hunk.number in self.flips:
+                p = p.alternative
         (start, first), (last, end) = p.start, p.end
         i0, i1 = p.pairs[0][0], p.pairs[-1][0]
         if start < first and (i0 == 0 or first - start > max(3, 2 * i0)):
@@ -353,6 +364,19 @@ class _Merger:
         return out
 
 
+def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
+             shared: _Merger | None, flips: frozenset[int]) -> _Merger:
+    """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
+    the lazy segments numbered in ``flips``."""
+    m = _Merger(orig, context, eof, shared, flips)
+    for hunk in plan.hunks:
+        if hunk.kind == "lazy":
+            m.lazy_segment(hunk)
+        else:
+            m.replace_block(hunk)
+    return m
+
+
 def merge(original: str, plan: EditPlan) -> MergeResult:
     """Merge ``plan`` into ``original``: best-effort candidate plus unsure places."""
     newline = "\r\n" if original.count("\r\n") > original.count("\n") // 2 else "\n"
@@ -384,12 +408,11 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
             if context is not None and best.drops:
                 continue  # only the free reading may still win
             break  # no later reading can win
-        m = _Merger(orig, context, len(orig) - phantom, best)
-        for hunk in plan.hunks:
-            if hunk.kind == "lazy":
-                m.lazy_segment(hunk)
-            else:
-                m.replace_block(hunk)
+        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset())
+        for tie in m.ties:  # an anchor that fits two places: does the other fit better?
+            other = _reading(plan, orig, context, len(orig) - phantom, m, m.flips | {tie})
+            if other.trouble() < m.trouble():
+                m = other
         if best is None:
             best = m
         elif context is not None:

@@ -352,3 +352,16 @@ def test_a_one_line_anchor_still_restores_lost_indentation() -> None:
     original = "class K:\n    def f(self):\n        return 1\n\n    def g(self):\n        pass\n"
     got = apply_snippet(original, "# ...\ndef f(self):\n    return 2\n# ...\n")
     assert got.text == original.replace("return 1", "return 2")
+
+
+def test_a_tie_goes_to_the_place_that_lets_the_later_segments_fit() -> None:
+    # Segment 1 fits a() and c() equally; c()'s `w = 7` resembles it more. Taken there,
+    # segment 2 (b(), which comes before c()) would find no place after it and be
+    # appended at the end. The other place lets it fit, so that one is used (flagged).
+    original = ("def a():\n    x = 1\n    q()\n\ndef b():\n    y = 2\n\ndef c():\n    x = 1\n"
+                "    w = 7\n\ndef d():\n    z = 3\n")
+    snippet = "# ...\n    x = 1\n    w = 0  # new\n\n# ...\ndef b():\n    y = 20\n\n# ...\n"
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace("q()", "w = 0  # new").replace("y = 2\n", "y = 20\n")
+    assert [u.line for u in got.uncertain] == [2]
+    assert "lines 2 and 9" in got.uncertain[0].message
