@@ -82,9 +82,11 @@ CANDIDATES = 4
 #: corpus no placement changed, and the 500-line edit of bench serve merges in 4.7 ms
 #: instead of 8.2 (p50 of 60 interleaved runs).
 PRUNE = 3000
-#: Cost of removing a definition (def, func, class, function, a test's it/describe/test)
-#: the segment does not name, or a heading (Markdown ##, HTML <hN>) whose text it lacks.
-#: On the corpus every value from 5000 to 40000 gives the same merges (2000 loses one).
+#: Cost of removing a definition (def, func, class, function, import, a test's
+#: it/describe/test) the segment does not name, or a heading (Markdown ##, HTML <hN>)
+#: whose text it lacks.
+#: On the corpus every value from 5000 to 30000 gives the same merges (3000 and 40000
+#: each lose one).
 DROP_DEF = 10000
 #: Weight of a blank line (they are everywhere).
 BLANK_WEIGHT = 20
@@ -504,8 +506,9 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                             tuple(pairs), violations=violations, drops=drops)
 
 
-_DEF = re.compile(r"^\s*(?:export\s+)?(?:async\s+)?"
-                  r"(?:def|class|func(?:\s*\([^)]*\))?|function)\s+(\w+)")
+_DEF = re.compile(r"^\s*(?:(?:export\s+)?(?:async\s+)?"
+                  r"(?:def|class|func(?:\s*\([^)]*\))?|function)"
+                  r"|(?:from\s+[\w.]+\s+)?import)\s+(\w+)")
 
 
 _HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>"
@@ -513,8 +516,8 @@ _HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>"
 
 
 def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
-    """Per original line: does it define a name (def, class, func, function) that the
-    segment never mentions, or is it a heading whose text the segment lacks? Replacing
+    """Per original line: does it define a name (def, class, func, function, import)
+    that the segment never mentions, or is it a heading whose text the segment lacks? Replacing
     or deleting it removes that definition or section."""
     words: set[str] | None = None
     text: str | None = None

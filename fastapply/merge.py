@@ -263,12 +263,14 @@ class _Merger:
         elif self.context is not None:
             self.fits += 1
         # Loose (indentation-blind) matches: the snippet lost the file's indentation
-        # (shift it), unless a single line supports that while earlier segments matched
-        # exactly: then that line's indentation changed and the snippet's text stands.
+        # (shift it). A single such line is weaker evidence: if earlier segments matched
+        # exactly, or the code around the place is not indented deeper than the snippet,
+        # that line's indentation changed and the snippet's text stands.
         shifted = [(i, j) for i, j in p.pairs if seg[i].strip() and seg[i] != self.orig[j]]
         if not loose:
             self.exact += 1
-        elif len(shifted) >= 2 or (shifted and not self.exact):
+        elif len(shifted) >= 2 or (shifted and not self.exact and len(_indent(
+                seg[shifted[0][0]])) < self._around(start, end)):
             i, j = shifted[0]
             seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
             for i, j in p.pairs:
@@ -279,6 +281,13 @@ class _Merger:
         key = key_loose if loose else key_exact
         table = self._positions(key)
         self.anchors += sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
+
+    def _around(self, start: int, end: int) -> int:
+        """Deepest indentation of the nearest non-blank lines outside orig[start:end]."""
+        before = next((s for s in reversed(self.orig[max(0, start - 50):start]) if s.strip()),
+                      "")
+        after = next((s for s in self.orig[end:end + 50] if s.strip()), "")
+        return max(len(_indent(before)), len(_indent(after)))
 
     def _place(self, seg: list[str], hunk: Hunk) -> tuple[Placement | None, bool, bool]:
         """Placement with ``self.context`` lines of context, else with 0-3 lines (then

@@ -365,3 +365,23 @@ def test_a_tie_goes_to_the_place_that_lets_the_later_segments_fit() -> None:
     assert got.text == original.replace("q()", "w = 0  # new").replace("y = 2\n", "y = 20\n")
     assert [u.line for u in got.uncertain] == [2]
     assert "lines 2 and 9" in got.uncertain[0].message
+
+
+def test_an_import_is_a_definition_and_a_dedented_line_keeps_its_indentation() -> None:
+    # The try/except import collapses to one unindented import, with blank lines as
+    # the only context. Read as a rewrite of `from codecs import open` (a "similar"
+    # line), `open` would vanish; an import counts as a definition. The line matches
+    # only when indentation is ignored, and the code around its place is no deeper
+    # than the snippet, so the snippet's indentation stands.
+    original = ("#!/usr/bin/env python\n\nimport os\nimport sys\n\nfrom codecs import open\n\n"
+                "try:\n    from setuptools import setup\nexcept ImportError:\n"
+                "    from distutils.core import setup\n\nif sys.argv[-1] == 'publish':\n"
+                "    os.system('upload')\n    sys.exit()\n\nwith open('README.rst') as f:\n"
+                "    readme = f.read()\n\nsetup(name='x')\n")
+    snippet = ("# ... keep existing code ...\n\nfrom setuptools import setup\n\n\n"
+               "# ... keep existing code ...\n")
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace(
+        "try:\n    from setuptools import setup\nexcept ImportError:\n"
+        "    from distutils.core import setup\n", "from setuptools import setup\n\n")
+    assert not got.uncertain
