@@ -140,6 +140,7 @@ class _Merger:
         self.orig = orig
         self.flips = flips  # lazy segments (numbers) that take their rival placement
         self.ties: list[int] = []  # lazy segments (numbers) that have a rival placement
+        self.snippet_lines: set[str] = set()  # the snippet's non-blank lines, stripped
         self.context = context  # lines of context a lazy snippet shows (None: 0-3)
         # where the file's lines end (before the empty line after a final newline)
         self.eof = len(orig) if eof is None else eof
@@ -231,7 +232,8 @@ class _Merger:
                 p = p.alternative
         (start, first), (last, end) = p.start, p.end
         i0, i1 = p.pairs[0][0], p.pairs[-1][0]
-        if start < first and (i0 == 0 or first - start > max(3, 2 * i0)):
+        if start < first and (i0 == 0 or first - start > max(3, 2 * i0)) and \
+                not self._moved(start, first):
             if i0 == 0:  # its first line is context found mid-file: keep what comes before
                 self.unsure(first + 1, f"{hunk.label}: no marker comes before it but its "
                                        f"first line matches original line {first + 1}, so "
@@ -242,7 +244,8 @@ class _Merger:
                                        f"lines {start + 1}-{first} were replaced by its first "
                                        f"{i0} lines; add a marker to keep them")
         if last < min(end, self.eof) and \
-                (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))):
+                (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))) and \
+                not self._moved(last, end):
             if i1 == len(seg) - 1:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it but its last "
                                       f"line matches original line {last}, so lines "
@@ -281,6 +284,12 @@ class _Merger:
         key = key_loose if loose else key_exact
         table = self._positions(key)
         self.anchors += sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
+
+    def _moved(self, start: int, end: int) -> bool:
+        """Are the non-blank lines of orig[start:end] all in the snippet (moved, so
+        dropping them here loses nothing)?"""
+        lines = [s.strip() for s in self.orig[start:end] if s.strip()]
+        return bool(lines) and all(s in self.snippet_lines for s in lines)
 
     def _around(self, start: int, end: int) -> int:
         """Deepest indentation of the nearest non-blank lines outside orig[start:end]."""
@@ -378,6 +387,7 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
     the lazy segments numbered in ``flips``."""
     m = _Merger(orig, context, eof, shared, flips)
+    m.snippet_lines = {s.strip() for hunk in plan.hunks for s in hunk.new if s.strip()}
     for hunk in plan.hunks:
         if hunk.kind == "lazy":
             m.lazy_segment(hunk)

@@ -385,3 +385,23 @@ def test_an_import_is_a_definition_and_a_dedented_line_keeps_its_indentation() -
         "try:\n    from setuptools import setup\nexcept ImportError:\n"
         "    from distutils.core import setup\n", "from setuptools import setup\n\n")
     assert not got.uncertain
+
+
+def test_a_function_moved_up_is_not_kept_at_its_old_place_too() -> None:
+    # The snippet ends without a marker, so the file ends where it does; lines after
+    # its last match are kept (and flagged) only if dropping them would lose code.
+    # Here they are Bind(), which the snippet moved up: nothing is lost.
+    bind = ("func (tomlBinding) Bind(req *http.Request, obj any) error {\n"
+            "\treturn decodeToml(req.Body, obj)\n}\n")
+    decode = ("func decodeToml(r io.Reader, obj any) error {\n\tdecoder := toml.NewDecoder(r)\n"
+              "\tif err := check(obj); err != nil {\n\t\treturn err\n\t}\n"
+              "\treturn decoder.Decode(obj)\n}\n")
+    head = ("package binding\n\ntype tomlBinding struct{}\n\nfunc (tomlBinding) Name() string {\n"
+            "\treturn \"toml\"\n}\n\n")
+    original = head + decode + "\n" + bind
+    snippet = ("// ... rest of code ...\n}\n\n" + bind + "\nfunc decodeToml(r io.Reader, obj any) "
+               "error {\n\tdecoder := toml.NewDecoder(r)\n\t// ... unchanged ...\n"
+               "\treturn decoder.Decode(obj)\n}\n")
+    got = apply_snippet(original, snippet)
+    assert got.text == head + bind + "\n" + decode
+    assert not got.uncertain
