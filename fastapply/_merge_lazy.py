@@ -88,6 +88,9 @@ PRUNE = 3000
 #: On the corpus every value from 5000 to 30000 gives the same merges (3000 and 40000
 #: each lose one).
 DROP_DEF = 10000
+#: Lines each side of a tied place whose words the segment's new lines are compared with
+#: (its topic). On the corpus 10 to 80 give the same merges.
+TOPIC = 20
 #: Weight of a blank line (they are everywhere).
 BLANK_WEIGHT = 20
 
@@ -282,16 +285,24 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
     return replace(best, rival=rival, alternative=alt)
 
 
-def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> float:
-    """Share of the segment's characters found, in order, in the region it would replace.
+def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> tuple[float, float]:
+    """Share of the segment's characters found, in order, in the region it would replace;
+    then the share of its new lines' words found within TOPIC lines of that region.
 
     Breaks exact ties between places: an edited line keeps some of what it replaces
-    (``raise`` for ``raise Timeout(...)``), an unrelated line does not.
+    (``raise`` for ``raise Timeout(...)``), an unrelated line does not. Where a new
+    paragraph or line goes after a generic line (a closing fence, a blank line) the
+    regions are alike; the one whose neighbourhood speaks of the same things wins.
     """
     region = "\n".join(orig[p.start[0]:p.end[1]])
     text = "\n".join(seg)
     sm = difflib.SequenceMatcher(None, text, region, autojunk=False)
-    return sum(b.size for b in sm.get_matching_blocks()) / max(1, len(text))
+    like = sum(b.size for b in sm.get_matching_blocks()) / max(1, len(text))
+    kept = {i for i, _ in p.pairs}
+    new = {w for i, s in enumerate(seg) if i not in kept for w in re.findall(r"\w{3,}", s)}
+    near = {w for s in orig[max(0, p.start[0] - TOPIC):p.end[1] + TOPIC]
+            for w in re.findall(r"\w{3,}", s)}
+    return round(like, 6), len(new & near) / max(1, len(new))
 
 
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,

@@ -405,3 +405,19 @@ def test_a_function_moved_up_is_not_kept_at_its_old_place_too() -> None:
     got = apply_snippet(original, snippet)
     assert got.text == head + bind + "\n" + decode
     assert not got.uncertain
+
+
+def test_a_tie_after_generic_lines_goes_to_the_place_about_the_same_things() -> None:
+    # The note goes after a closing fence and a blank line, which end two code blocks.
+    # Both places fit equally (flagged); the one near the "Retries" section shares the
+    # note's words (retry, request) and is used.
+    usage = "".join(f"- `lib.{m}(url)` sends a {m.upper()}.\n"
+                    for m in ("get", "post", "put", "patch", "head", "delete"))
+    original = ("# Lib\n\n## Install\n\n```sh\nnpm install lib\n```\n\n## Usage\n\n" + usage * 4
+                + "\n## Retries\n\nFailed requests are retried with exponential backoff.\n\n"
+                "```js\nlib.get(url, {retry: 2});\n```\n\n## Hooks\n\nHooks run before each "
+                "request.\n")
+    note = "\n> Note: every retry replays the request body, so retried requests buffer it.\n"
+    got = apply_snippet(original, "<!-- ... -->\n```\n" + note + "\n<!-- ... -->\n")
+    assert got.text == original.replace("{retry: 2});\n```\n", "{retry: 2});\n```\n" + note)
+    assert [u.line for u in got.uncertain] == [42]
