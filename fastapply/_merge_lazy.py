@@ -82,11 +82,10 @@ CANDIDATES = 4
 #: corpus no placement changed, and the 500-line edit of bench serve merges in 4.7 ms
 #: instead of 8.2 (p50 of 60 interleaved runs).
 PRUNE = 3000
-#: Cost of removing a definition (def, func, class, function, import, a test's
-#: it/describe/test) the segment does not name, or a heading (Markdown ##, HTML <hN>)
-#: whose text it lacks.
-#: On the corpus every value from 5000 to 30000 gives the same merges (3000 and 40000
-#: each lose one).
+#: Cost of removing a definition (def, func, class, function, import, a top-level
+#: var/let/const/type, a test's it/describe/test) the segment does not name, or a
+#: heading (Markdown ##, HTML <hN>) whose text it lacks.
+#: On the corpus every value from 5000 to 30000 gives the same merges (3000 loses one).
 DROP_DEF = 10000
 #: Lines each side of a tied place whose words the segment's new lines are compared with
 #: (its topic). On the corpus 10 to 80 give the same merges.
@@ -517,9 +516,10 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                             tuple(pairs), violations=violations, drops=drops)
 
 
-_DEF = re.compile(r"^\s*(?:(?:export\s+)?(?:async\s+)?"
+_DEF = re.compile(r"^(?:\s*(?:(?:export\s+)?(?:async\s+)?"
                   r"(?:def|class|func(?:\s*\([^)]*\))?|function)"
-                  r"|(?:from\s+[\w.]+\s+)?import)\s+(\w+)")
+                  r"|(?:from\s+[\w.]+\s+)?import)"
+                  r"|(?:export\s+)?(?:var|let|const|type))\s+(\w+)")  # those at the top level
 
 
 _HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>"
@@ -527,9 +527,10 @@ _HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>"
 
 
 def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
-    """Per original line: does it define a name (def, class, func, function, import)
-    that the segment never mentions, or is it a heading whose text the segment lacks? Replacing
-    or deleting it removes that definition or section."""
+    """Per original line: does it define a name (def, class, func, function, import, a
+    top-level var/let/const/type) that the segment never mentions, or is it a heading
+    whose text the segment lacks? Replacing or deleting it removes that definition or
+    section."""
     words: set[str] | None = None
     text: str | None = None
     out = []

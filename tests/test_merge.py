@@ -421,3 +421,17 @@ def test_a_tie_after_generic_lines_goes_to_the_place_about_the_same_things() -> 
     got = apply_snippet(original, "<!-- ... -->\n```\n" + note + "\n<!-- ... -->\n")
     assert got.text == original.replace("{retry: 2});\n```\n", "{retry: 2});\n```\n" + note)
     assert [u.line for u in got.uncertain] == [42]
+
+
+def test_a_top_level_declaration_is_a_definition() -> None:
+    # `}` then a blank line: lines were removed after some `}`. Removing the two
+    # comment lines after `defaults` or the `const Version` line after `Engine` both
+    # fit; the const is shorter, but it is a top-level declaration the snippet never
+    # names, and removing it costs like removing a function.
+    original = ("package gin\n\nvar defaults = []string{\n\t\"a\",\n}\n"
+                "// Deprecated: kept for old callers.\n// It goes away in v2.\n\n"
+                "type HandlerFunc func(*Context)\n\ntype Engine struct {\n\tpool sync.Pool\n}\n"
+                "const Version = \"1.0\"\n\nfunc New() *Engine {\n\treturn &Engine{}\n}\n")
+    got = apply_snippet(original, "// ... existing code ...\n}\n\n// ... existing code ...\n")
+    assert got.text == original.replace(
+        "// Deprecated: kept for old callers.\n// It goes away in v2.\n", "")
