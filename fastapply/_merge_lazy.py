@@ -228,7 +228,7 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
             cands.append(region)
             if len(cands) == CANDIDATES:
                 break
-    for j in _similar_lines(skeys, orig, lo, key, table):
+    for j in _similar_lines(skeys, lo, table):
         if all(j < c[0] or j > c[1] for c in cands):
             cands.append((j, j))
     margin = len(seg) + 8
@@ -561,8 +561,7 @@ def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:
     return a == b
 
 
-def _similar_lines(skeys: Sequence[str], orig: Sequence[str], lo: int,
-                   key: Callable[[str], str], table: dict[str, list[int]]) -> list[int]:
+def _similar_lines(skeys: Sequence[str], lo: int, table: dict[str, list[int]]) -> list[int]:
     """Original lines (>= lo) most like the segment's changed lines (edited in place).
 
     Anchors of generic context (blank lines, ``}``) fit many places; an edited line
@@ -570,12 +569,15 @@ def _similar_lines(skeys: Sequence[str], orig: Sequence[str], lo: int,
     """
     changed = [k for k in skeys if k.strip() and k not in table]
     found: list[int] = []
+    # each distinct original line once, at its first position >= lo
+    firsts = [(js[i], okey) for okey, js in table.items()
+              for i in [bisect_left(js, lo)] if i < len(js)] if changed else []
     for k in changed[:SIMILAR_PROBES]:
         toks = _tokens(k)
         best, where = SIMILAR, -1
-        for j in range(lo, len(orig)):
-            s = similarity(toks, _tokens(key(orig[j])))
-            if s > best:
+        for j, okey in firsts:
+            s = similarity(toks, _tokens(okey))
+            if s > best or (s == best and 0 <= j < where):
                 best, where = s, j
         if where >= 0 and where not in found:
             found.append(where)
