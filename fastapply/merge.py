@@ -428,7 +428,11 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
                 continue  # only the free reading may still win
             break  # no later reading can win
         m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset())
-        for tie in m.ties:  # an anchor that fits two places: does the other fit better?
+        # An anchor that fits two places (a tie): if the reading is in trouble beyond the
+        # ties themselves, does taking the other place let the later segments fit better?
+        for tie in m.ties[:8]:
+            if not m.violations and len(m.uncertain) + len(m.misfits) <= len(m.ties):
+                break
             other = _reading(plan, orig, context, len(orig) - phantom, m, m.flips | {tie})
             if other.trouble() < m.trouble():
                 m = other
