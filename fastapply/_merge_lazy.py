@@ -335,6 +335,7 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     # removing a definition the segment does not name (not when it is the whole file)
     extra = [DROP_DEF * big if d and (marker_before or marker_after) else 0
              for d in (dropped or [False] * W)]
+    drop = [dele + x for x in extra]  # cost of dropping each window line
     run_cost = RUN_COST * big if marker_before or marker_after else 0  # not a whole file
     lead_max = LEAD if context is None else context
     inner_max = INNER if context is None else 2 * context
@@ -414,8 +415,8 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                     v, c = base + gain, 5 + 8 * f
                 else:
                     s = similarity(toks, otoks[j])
-                    v = (base + int(SIM_GAIN * s) * big if s >= SIMILAR else base - sub) - e
-                    v -= extra[j]
+                    v = (base + int(SIM_GAIN * s) * big if s >= SIMILAR else base - sub) - e \
+                        - extra[j]
                     c = 2 + 8 * f
             # insert: from (i, j + 1)
             bp = rowp[j + 1] - gap - p_out
@@ -431,8 +432,9 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
             base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * curmr[j])
             if curg[j] > base:
                 base, f = curg[j], 2
-            if base - dele - extra[j] > v and not no_tail_del:
-                v, c = base - dele - extra[j], 4 + 8 * f
+            base -= drop[j]
+            if base > v and not no_tail_del:
+                v, c = base, 4 + 8 * f
             curg.append(v)
             cg[j + 1] = c
         backm.append(cm)

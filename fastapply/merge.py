@@ -159,6 +159,8 @@ class _Merger:
         # placements by (hunk, position, context): readings share many of them
         self._placed: dict[tuple[Hunk, int, int | None], tuple[Placement | None, bool]] = \
             shared._placed if shared else {}
+        # closest lines of unplaced segments by (hunk, position), shared the same way
+        self._near: dict[tuple[Hunk, int], int] = shared._near if shared else {}
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -353,7 +355,9 @@ class _Merger:
         elif not hunk.marker_before:  # it starts the file: insert it at the top
             where, line = self.pos, self.pos + 1
         else:
-            line = _closest(seg, self.orig[self.pos:]) + self.pos
+            line = self._near.get((hunk, self.pos), 0)
+            if not line:
+                line = self._near[hunk, self.pos] = _closest(seg, self.orig[self.pos:]) + self.pos
             where = line - 1
         self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
                           f"at line {where + 1}, closest match at line {line}; nothing removed")
@@ -428,14 +432,6 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
                 continue  # only the free reading may still win
             break  # no later reading can win
         m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset())
-        # An anchor that fits two places (a tie): if the reading is in trouble beyond the
-        # ties themselves, does taking the other place let the later segments fit better?
-        for tie in m.ties[:8]:
-            if not m.violations and len(m.uncertain) + len(m.misfits) <= len(m.ties):
-                break
-            other = _reading(plan, orig, context, len(orig) - phantom, m, m.flips | {tie})
-            if other.trouble() < m.trouble():
-                m = other
         if best is None:
             best = m
         elif context is not None:
@@ -446,6 +442,14 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
             best = m
     assert best is not None
     m = best
+    # An anchor that fits two places (a tie): if the reading is in trouble beyond the ties
+    # themselves, does taking the other place let the later segments fit better?
+    for tie in m.ties[:8]:
+        if not m.violations and len(m.uncertain) + len(m.misfits) <= len(m.ties):
+            break
+        other = _reading(plan, orig, m.context, len(orig) - phantom, m, m.flips | {tie})
+        if other.trouble() < m.trouble():
+            m = other
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
     lines = m.text_lines()
