@@ -10,11 +10,11 @@ original region ``orig[start:end]`` it replaces. We pick the chain of matched li
                              not itself a matched line (a segment should start and end
                              in context)
                           -  DROP_DEF per removed definition (``def``, ``func``,
-                             ``class``, ``function``, a test's ``it('name', ...``)
-                             whose name the segment never mentions, or heading whose
-                             text it lacks: a new function, test or section written
-                             next to similar ones is an insertion, not a rewrite of
-                             its neighbours
+                             ``class``, ``function``, an import, a top-level ``var``
+                             or ``const``, a test's ``it('name', ...``) whose name the
+                             segment never mentions, or heading whose text it lacks:
+                             a new function, test or section written next to similar
+                             ones is an insertion, not a rewrite of its neighbours
 
 A line's weight falls with how often it occurs in the original (a unique line is worth
 1.0, a line found 25 times 0.2, a blank line 0.02), so generic lines (``}``, ``try:``)
