@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
-    "fastapply.speculate", "fastapply.service", "fastapply.bench.common",
+    "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
 ]
 
 

@@ -4,23 +4,64 @@ A merge is exact when ``apply_snippet(original, snippet).text == updated``. The 
 also counts exact merges that were flagged unsure (the deterministic server runtime
 refuses those), wrong merges that were not flagged (it would return those as merged:
 the figure to drive to zero) and lists the first failing ids.
+
+With ``--regenerate`` it also merges lazy snippets rebuilt from each record's true change
+with 1, 2 and 3 lines of context (:func:`lazy_snippet`): the same files, other snippets,
+a check that the merge is not fitted to the corpus' own snippets.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 from pathlib import Path
 from typing import Any
 
 from fastapply.bench.common import load_edits, print_table
 
 FIELDS = {"lazy": "lazy_snippet", "search_replace": "search_replace", "udiff": "udiff"}
+#: Marker comment per language for regenerated lazy snippets (default ``//``).
+MARKERS = {"python": "# ... existing code ...", "markdown": "<!-- ... existing code ... -->",
+           "html": "<!-- ... existing code ... -->"}
+
+
+def lazy_snippet(original: str, updated: str, context: int, language: str = "") -> str:
+    """A lazy snippet of the change from ``original`` to ``updated``: each group of
+    changes with ``context`` unchanged lines each side (difflib's grouping, so changes
+    closer than 2 * context lines share a segment), one marker per elided run, indented
+    like the segment's first non-blank line.
+
+    >>> print(lazy_snippet("a\\nb\\nc\\nd\\ne\\n", "a\\nb\\nC\\nd\\ne\\n", 1, "python"), end="")
+    # ... existing code ...
+    b
+    C
+    d
+    # ... existing code ...
+    """
+    old, new = original.splitlines(), updated.splitlines()
+    marker = MARKERS.get(language, "// ... existing code ...")
+    out: list[str] = []
+    groups = list(difflib.SequenceMatcher(None, old, new, autojunk=False)
+                  .get_grouped_opcodes(context))
+    for n, group in enumerate(groups):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        seg = new[j1:j2]
+        indent = next((s[:len(s) - len(s.lstrip())] for s in seg if s.strip()), "")
+        if i1 > 0:
+            out.append(indent + marker)
+        out.extend(seg)
+        if n == len(groups) - 1 and i2 < len(old):
+            out.append(indent + marker)
+    return "".join(line + "\n" for line in out)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="JSONL of edits (default: shipped examples)")
     p.add_argument("--limit", type=int, help="only the first N edits")
     p.add_argument("--show", type=int, default=5, help="failing ids to list per format")
+    p.add_argument("--regenerate", action="store_true",
+                   help="also merge lazy snippets rebuilt from the true change with 1, 2 and "
+                        "3 lines of context (formats lazy_context_1..3)")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -30,11 +71,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     edits = load_edits(args.data, args.limit)
     formats: dict[str, dict[str, Any]] = {}
     rows, failures = [], []
-    for name, field in FIELDS.items():
+    fields: dict[str, Any] = dict(FIELDS)
+    if args.regenerate:
+        fields.update({f"lazy_context_{c}": c for c in (1, 2, 3)})
+    for name, field in fields.items():
         exact = unsure = errors = silent = 0
         for rec in edits:
+            snippet = rec[field] if isinstance(field, str) else lazy_snippet(
+                rec["original"], rec["updated"], field, rec.get("language", ""))
             try:
-                result = apply_snippet(rec["original"], rec[field])
+                result = apply_snippet(rec["original"], snippet)
             except EditError as exc:
                 errors += 1
                 failures.append((name, rec["id"], f"EditError: {exc}"[:90]))
@@ -53,7 +99,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows.append([name, exact, total, formats[name]["exact_rate"], unsure, silent, errors])
     print_table(["format", "exact", "total", "exact_rate", "exact_but_flagged_unsure",
                  "wrong_unflagged", "parse_errors"], rows)
-    shown = [f for name in FIELDS for f in [x for x in failures if x[0] == name][: args.show]]
+    shown = [f for name in fields for f in [x for x in failures if x[0] == name][: args.show]]
     if shown:
         print()
         print_table(["format", "failing id", "why"], shown)
