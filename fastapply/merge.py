@@ -286,6 +286,13 @@ class _Merger:
         key = key_loose if loose else key_exact
         table = self._positions(key)
         self.anchors += sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
+        if p.rival < 0 and not misfit and hunk.marker_before and hunk.marker_after and \
+                not any(seg[i].strip() for i, _ in p.pairs):
+            # Placed by blank lines alone: they are everywhere, so this is a guess.
+            self.unsure(start + 1, f"{hunk.label}: the only lines it shares with the "
+                                   f"original are blank lines, found at many places; placed "
+                                   f"at lines {start + 1}-{end}; show a non-blank line of "
+                                   f"context")
 
     def _moved(self, start: int, end: int) -> bool:
         """Are the non-blank lines of orig[start:end] all in the snippet (moved, so

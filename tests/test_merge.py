@@ -435,3 +435,16 @@ def test_a_top_level_declaration_is_a_definition() -> None:
     got = apply_snippet(original, "// ... existing code ...\n}\n\n// ... existing code ...\n")
     assert got.text == original.replace(
         "// Deprecated: kept for old callers.\n// It goes away in v2.\n", "")
+
+
+def test_a_segment_anchored_by_blank_lines_alone_is_flagged() -> None:
+    # A new function between two blank lines: blank lines are everywhere, so where it
+    # goes is a guess, and the merge says so (the deterministic runtime refuses it).
+    original = "import os\n\nx = 1\n\n\ndef a():\n    return 1\n"
+    got = apply_snippet(original, "# ...\n\ndef b2():\n    return 22\n\n# ...\n")
+    assert got.text == original.replace("\n\n\n", "\n\ndef b2():\n    return 22\n\n")
+    assert len(got.uncertain) == 1
+    assert "only lines it shares with the original are blank lines" in \
+        got.uncertain[0].message
+    with pytest.raises(EditError, match="show a non-blank line of context"):
+        got.check()
