@@ -95,6 +95,7 @@ BLANK_WEIGHT = 20
 
 _NEG = -(1 << 60)
 _WORD = re.compile(r"\w+|[^\w\s]+")
+_LONG_WORD = re.compile(r"\w{3,}")
 
 
 @dataclass(frozen=True)
@@ -260,28 +261,26 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
             [window(best.start[1], j, lo) for j in tail[:CANDIDATES]]
         results = sorted(results + more, key=lambda r: (-r[0], r[1].start[0]))
         score, best = results[0]
-    rival, alt = -1, None
-    if marker_before:  # the same score after the chosen region: an ambiguous anchor
+    # Another place for it: the same score after the chosen region (an ambiguous
+    # anchor), else a different region scoring within CLOSE. It is the rival; on an
+    # exact tie the place whose region the segment resembles wins.
+    alt, alt_score = None, score
+    if marker_before:
         for first, last in cands:
             if first >= best.end[1] and last + 1 - best.end[1] >= 1:
                 other_score, other = window(first, last, best.end[1])
                 if other_score == score and other.pairs:
-                    rival, alt = other.start[1], other
-                    if _likeness(seg, orig, other) > _likeness(seg, orig, best):
-                        best, alt = other, best  # the region it resembles
-                        rival = alt.start[1]
+                    alt = other
                     break
-    lo_b, hi_b = best.start[1], best.end[0]
-    for other_score, other in results[1:]:  # a different place scoring nearly as well
-        if rival < 0 and score - other_score <= CLOSE and other.pairs and \
-                (other.end[0] <= lo_b or other.start[1] >= hi_b):
-            rival, alt = other.start[1], other
-            if other_score == score and _likeness(seg, orig, other) > _likeness(seg, orig, best):
-                best, alt = other, best  # the region it resembles
-                rival = alt.start[1]
-    if alt is not None:
-        alt = replace(alt, rival=best.start[1])
-    return replace(best, rival=rival, alternative=alt)
+    if alt is None:
+        lo_b, hi_b = best.start[1], best.end[0]
+        alt_score, alt = next(((s, o) for s, o in results[1:] if score - s <= CLOSE and o.pairs
+                               and (o.end[0] <= lo_b or o.start[1] >= hi_b)), (score, None))
+    if alt is None:
+        return best
+    if alt_score == score and _likeness(seg, orig, alt) > _likeness(seg, orig, best):
+        best, alt = alt, best
+    return replace(best, rival=alt.start[1], alternative=replace(alt, rival=best.start[1]))
 
 
 def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> tuple[float, float]:
@@ -298,9 +297,9 @@ def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> tuple[fl
     sm = difflib.SequenceMatcher(None, text, region, autojunk=False)
     like = sum(b.size for b in sm.get_matching_blocks()) / max(1, len(text))
     kept = {i for i, _ in p.pairs}
-    new = {w for i, s in enumerate(seg) if i not in kept for w in re.findall(r"\w{3,}", s)}
+    new = {w for i, s in enumerate(seg) if i not in kept for w in _LONG_WORD.findall(s)}
     near = {w for s in orig[max(0, p.start[0] - TOPIC):p.end[1] + TOPIC]
-            for w in re.findall(r"\w{3,}", s)}
+            for w in _LONG_WORD.findall(s)}
     return round(like, 6), len(new & near) / max(1, len(new))
 
 
