@@ -37,6 +37,10 @@ from fastapply.edits import EditError, EditPlan, Hunk, parse_edit
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
 
+#: Tied anchors retried the other way when the chosen reading is in other trouble (each
+#: retry re-runs the reading).
+TIE_RETRIES = 8
+
 
 @dataclass(frozen=True)
 class Uncertainty:
@@ -140,7 +144,6 @@ class _Merger:
         self.orig = orig
         self.flips = flips  # lazy segments (numbers) that take their rival placement
         self.ties: list[int] = []  # lazy segments (numbers) that have a rival placement
-        self.snippet_lines: set[str] = set()  # the snippet's non-blank lines, stripped
         self.context = context  # lines of context a lazy snippet shows (None: 0-3)
         # where the file's lines end (before the empty line after a final newline)
         self.eof = len(orig) if eof is None else eof
@@ -161,6 +164,8 @@ class _Merger:
             shared._placed if shared else {}
         # closest lines of unplaced segments by (hunk, position), shared the same way
         self._near: dict[tuple[Hunk, int], int] = shared._near if shared else {}
+        # the snippet's non-blank lines, stripped (set by _reading for the first reading)
+        self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -362,9 +367,9 @@ class _Merger:
         elif not hunk.marker_before:  # it starts the file: insert it at the top
             where, line = self.pos, self.pos + 1
         else:
-            line = self._near.get((hunk, self.pos), 0)
-            if not line:
-                line = self._near[hunk, self.pos] = _closest(seg, self.orig[self.pos:]) + self.pos
+            if (hunk, self.pos) not in self._near:
+                self._near[hunk, self.pos] = _closest(seg, self.orig[self.pos:]) + self.pos
+            line = self._near[hunk, self.pos]
             where = line - 1
         self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
                           f"at line {where + 1}, closest match at line {line}; nothing removed")
@@ -398,7 +403,9 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
     the lazy segments numbered in ``flips``."""
     m = _Merger(orig, context, eof, shared, flips)
-    m.snippet_lines = {s.strip() for hunk in plan.hunks for s in hunk.new if s.strip()}
+    if shared is None:
+        m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
+                                    if s.strip())
     for hunk in plan.hunks:
         if hunk.kind == "lazy":
             m.lazy_segment(hunk)
@@ -451,7 +458,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
     m = best
     # An anchor that fits two places (a tie): if the reading is in trouble beyond the ties
     # themselves, does taking the other place let the later segments fit better?
-    for tie in m.ties[:8]:
+    for tie in m.ties[:TIE_RETRIES]:
         if not m.violations and len(m.uncertain) + len(m.misfits) <= len(m.ties):
             break
         other = _reading(plan, orig, m.context, len(orig) - phantom, m, m.flips | {tie})
