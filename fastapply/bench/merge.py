@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+from collections.abc import Callable
+from functools import partial
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,10 @@ def lazy_snippet(original: str, updated: str, context: int, language: str = "") 
     return "".join(line + "\n" for line in out)
 
 
+def _regenerated(rec: dict[str, Any], context: int) -> str:
+    return lazy_snippet(rec["original"], rec["updated"], context, rec.get("language", ""))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="JSONL of edits (default: shipped examples)")
     p.add_argument("--limit", type=int, help="only the first N edits")
@@ -71,14 +78,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     edits = load_edits(args.data, args.limit)
     formats: dict[str, dict[str, Any]] = {}
     rows, failures = [], []
-    fields: dict[str, Any] = dict(FIELDS)
+    # format name -> the snippet of a record in that format
+    fields: dict[str, Callable[[dict[str, Any]], str]] = {
+        name: itemgetter(field) for name, field in FIELDS.items()}
     if args.regenerate:
-        fields.update({f"lazy_context_{c}": c for c in (1, 2, 3)})
-    for name, field in fields.items():
+        fields.update({f"lazy_context_{c}": partial(_regenerated, context=c) for c in (1, 2, 3)})
+    for name, snippet_of in fields.items():
         exact = unsure = errors = silent = 0
         for rec in edits:
-            snippet = rec[field] if isinstance(field, str) else lazy_snippet(
-                rec["original"], rec["updated"], field, rec.get("language", ""))
+            snippet = snippet_of(rec)
             try:
                 result = apply_snippet(rec["original"], snippet)
             except EditError as exc:
