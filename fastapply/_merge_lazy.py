@@ -240,7 +240,8 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         okeys = [key(s) for s in orig[w0:w1]]
         raw = (list(seg), list(orig[w0:w1])) if not loose else (skeys, okeys)
         return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw,
-                     context=context, dropped=_dropped_defs(orig[w0:w1], seg))
+                     context=context, dropped=_dropped_defs(orig[w0:w1], seg)
+                     if marker_before or marker_after else None)  # a whole file drops all
 
     results = sorted((window(first, last, lo) for first, last in cands),
                      key=lambda r: (-r[0], r[1].start[0]))
@@ -331,9 +332,8 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         [-(DEL_COST * (w0 + j - lo)) * big - lo for j in range(W + 1)]
     sraw, oraw = sraw or skeys, oraw or okeys
     dele, sub, gap = DEL_COST * big, SUB_COST * big, GAP_COST * big
-    # removing a definition the segment does not name (not when it is the whole file)
-    extra = [DROP_DEF * big if d and (marker_before or marker_after) else 0
-             for d in (dropped or [False] * W)]
+    # removing a definition the segment does not name
+    extra = [DROP_DEF * big if d else 0 for d in dropped] if dropped else [0] * W
     drop = [dele + x for x in extra]  # cost of dropping each window line
     run_cost = RUN_COST * big if marker_before or marker_after else 0  # not a whole file
     lead_max = LEAD if context is None else context
