@@ -15,7 +15,7 @@ def deterministic() -> FastApplyService:
     return FastApplyService(ServiceConfig())
 
 
-def test_deterministic_merges_the_shipped_examples(deterministic):  # type: ignore[no-untyped-def]
+def test_deterministic_merges_the_shipped_examples(deterministic):
     for rec in load_edits():
         result = deterministic.apply(rec["original"], rec["search_replace"])
         assert result.merged_code == rec["updated"], rec["id"]
@@ -23,7 +23,7 @@ def test_deterministic_merges_the_shipped_examples(deterministic):  # type: igno
         assert result.stats.chars_per_s > 0
 
 
-def test_deterministic_streams_the_whole_file_once(deterministic):  # type: ignore[no-untyped-def]
+def test_deterministic_streams_the_whole_file_once(deterministic):
     rec = load_edits()[0]
     deltas: list[str] = []
     result = deterministic.apply(rec["original"], rec["udiff"], on_delta=deltas.append)
@@ -39,7 +39,7 @@ def test_deterministic_streams_the_whole_file_once(deterministic):  # type: igno
       "edit_snippet": "<<<<<<< SEARCH\ndef c():\n=======\ndef d():\n>>>>>>> REPLACE\n"},
      "cannot be merged"),
 ])
-def test_bad_input_is_refused_with_a_useful_message(deterministic, kwargs, message):  # type: ignore[no-untyped-def]
+def test_bad_input_is_refused_with_a_useful_message(deterministic, kwargs, message):
     with pytest.raises(InvalidRequest, match=message):
         deterministic.apply(**kwargs)
 
@@ -61,7 +61,7 @@ def test_config_errors_say_what_to_do():
 
 
 @pytest.fixture(scope="module")
-def tiny_services():  # type: ignore[no-untyped-def]
+def tiny_services():
     pytest.importorskip("transformers")
     from fastapply.tinymodel import ensure_tiny_model
 
@@ -72,7 +72,7 @@ def tiny_services():  # type: ignore[no-untyped-def]
     return make(0), make(64), make
 
 
-def test_speculative_service_equals_plain_greedy(tiny_services):  # type: ignore[no-untyped-def]
+def test_speculative_service_equals_plain_greedy(tiny_services):
     plain, spec, _ = tiny_services
     for rec in load_edits()[:3]:
         want = plain.apply(rec["original"], rec["lazy_snippet"], max_tokens=96)
@@ -86,7 +86,7 @@ def test_speculative_service_equals_plain_greedy(tiny_services):  # type: ignore
         assert got.stats.prompt_tokens == want.stats.prompt_tokens > 0
 
 
-def test_context_limit_is_refused_not_truncated(tiny_services):  # type: ignore[no-untyped-def]
+def test_context_limit_is_refused_not_truncated(tiny_services):
     _, _, make = tiny_services
     small = make(8, context_limit=64)
     rec = load_edits()[0]
