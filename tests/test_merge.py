@@ -448,3 +448,12 @@ def test_a_segment_anchored_by_blank_lines_alone_is_flagged() -> None:
         got.uncertain[0].message
     with pytest.raises(EditError, match="show a non-blank line of context"):
         got.check()
+
+
+def test_a_segment_whose_best_reading_matches_nothing_is_unplaced_not_a_crash() -> None:
+    # The only line it shares with the file is a blank one, and its best alignment
+    # uses none: it was given a made-up anchor one past the end of the file (IndexError).
+    got = apply_snippet("a\n\nb", "# ...\nc\n\n")
+    assert [s for s in ("a", "b", "c") if s in got.text.split("\n")] == ["a", "b", "c"]
+    assert got.uncertain
+
