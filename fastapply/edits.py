@@ -51,6 +51,11 @@ _SR_END = re.compile(r"^\s*(?:>{5,}|\+{5,})\s*REPLACE\s*$")
 _UDIFF_HUNK = re.compile(
     r"^@@(?:\s*-(\d+)(?:,(\d+))?\s+\+(\d+)(?:,(\d+))?\s*@@.*|.*@@.*|(?:\s.*)?)$")
 _UDIFF_FILE = re.compile(r"^(?:---|\+\+\+) \S")
+#: ``diff --git a/x b/x`` and the extended header lines git writes after it.
+_GIT_DIFF = re.compile(r"^diff (?:--git|-\S+) \S")
+_GIT_META = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|(?:old|new|deleted file|new file) mode "
+                       r"\d+|(?:dis)?similarity index \d+%|(?:rename|copy) (?:from|to) \S|"
+                       r"Binary files )")
 
 
 def is_marker(line: str) -> bool:
@@ -163,11 +168,14 @@ def parse_edit(snippet: str) -> EditPlan:
             i += 1
             continue
         header = _UDIFF_HUNK.match(line)
-        if header or (_UDIFF_FILE.match(line) and i + 1 < len(lines)
-                      and _UDIFF_FILE.match(lines[i + 1]) and line[0] != lines[i + 1][0]):
+        if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
             flush_lazy(marker_after=True)
-            if not header:  # ---/+++ file headers
-                i += 2
+            if not header:  # file headers, or a diff body without any header
+                if _file_header(lines, i):
+                    i = _skip_file_header(lines, i)
+                if i < len(lines) and _is_body(lines[i]) and not _UDIFF_HUNK.match(lines[i]):
+                    i = _parse_udiff_hunk(lines, i - 1, None, add)
+                    marker_before = True
                 continue
             i = _parse_udiff_hunk(lines, i, header, add)
             marker_before = True
@@ -189,39 +197,77 @@ def parse_edit(snippet: str) -> EditPlan:
     return EditPlan(tuple(hunks))
 
 
-def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str],
+def _file_header(lines: list[str], i: int) -> bool:
+    """Do ``lines[i:]`` start with a diff's file header (``diff --git``, ``---``/``+++``)?"""
+    return bool(_GIT_DIFF.match(lines[i])) or (
+        lines[i].startswith("--- ") and _UDIFF_FILE.match(lines[i]) is not None
+        and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+        and _UDIFF_FILE.match(lines[i + 1]) is not None)
+
+
+def _skip_file_header(lines: list[str], i: int) -> int:
+    """Index after the file header at ``lines[i]`` (git's extended lines included)."""
+    if _GIT_DIFF.match(lines[i]):
+        i += 1
+        while i < len(lines) and _GIT_META.match(lines[i]):
+            i += 1
+        if i < len(lines) and _file_header(lines, i) and not _GIT_DIFF.match(lines[i]):
+            i += 2
+        return i
+    return i + 2
+
+
+def _is_body(line: str) -> bool:
+    """Can this line be in a diff hunk: context, removed, added, ``\\ No newline``, or
+    an empty line (a context line whose space an editor stripped)?"""
+    return not line or line[0] in " -+\\"
+
+
+def _bare_diff(lines: list[str]) -> bool:
+    """Is the whole snippet one diff hunk without headers? Every line has a diff
+    prefix, lines are both removed and added, and none is a marker: a Markdown or YAML
+    list has no ``+`` lines, code that starts a line with a sign has other lines too.
+    """
+    return all(_is_body(s) and not is_marker(s) for s in lines) and \
+        any(s.startswith("-") for s in lines) and any(s.startswith("+") for s in lines)
+
+
+def _ends_hunk(lines: list[str], i: int) -> bool:
+    """Does ``lines[i]`` end a diff hunk's body (no prefix, or the start of something
+    else: a header, a SEARCH/REPLACE marker, a lazy marker)?"""
+    line = lines[i]
+    return not _is_body(line) or _file_header(lines, i) or bool(
+        _SR_START.match(line) or _SR_END.match(line)
+        or (line[:1] != " " and is_marker(line)))
+
+
+def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,
                       add: Callable[..., None]) -> int:
-    """Parse one ``@@`` hunk starting at ``lines[i]``; return the index after it."""
+    """Parse the hunk whose ``@@`` header is ``lines[i]`` (body at ``lines[i + 1]``); return
+    the index after it.
+
+    The header's line counts are not trusted (LLMs get them wrong, or leave them out):
+    like ``git apply --recount``, the hunk is every following line with a diff prefix.
+    Empty lines at its end separate it from what follows; they are not context.
+    """
     start = i
-    old_len = int(header.group(2) or 1) if header.group(1) else None
-    new_len = int(header.group(4) or 1) if header.group(3) else None
+    end = i + 1
+    while end < len(lines) and not _ends_hunk(lines, end):
+        end += 1
+    while end > i + 1 and lines[end - 1] == "":
+        end -= 1
     old: list[str] = []
     new: list[str] = []
-    i += 1
-    while i < len(lines):
-        line = lines[i]
-        if old_len is not None and new_len is not None and len(old) >= old_len \
-                and len(new) >= new_len:
-            break
-        if line.startswith("\\"):  # "\ No newline at end of file"
-            i += 1
-            continue
+    for line in lines[i + 1:end]:
         tag, body = (line[:1], line[1:]) if line else (" ", "")
-        if tag == " ":
+        if tag in " -":
             old.append(body)
+        if tag in " +":
             new.append(body)
-        elif tag == "-" and not _UDIFF_FILE.match(line):
-            old.append(body)
-        elif tag == "+" and not _UDIFF_FILE.match(line):
-            new.append(body)
-        else:
-            break
-        i += 1
-    while i < len(lines) and lines[i].startswith("\\"):
-        i += 1
-    old_start = int(header.group(1)) if header.group(1) else None
-    add("udiff", old, new, start + 1, old_start=old_start)
-    return i
+    old_start = int(header.group(1)) if header and header.group(1) else None
+    if old or new:
+        add("udiff", old, new, start + 1, old_start=old_start)
+    return end
 
 
 def detect_format(snippet: str) -> str:

@@ -414,6 +414,27 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     return m
 
 
+def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
+    """Lazy lines that are removed lines of a diff without its header: ``-`` followed by
+    an original line (and not an original line itself). Merged as code, the ``-`` and
+    ``+`` lines would both be written into the file.
+
+    >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
+    [2]
+    """
+    lines = {_norm(s) for s in orig}
+    for hunk in plan.hunks:
+        for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
+            if s.startswith("-") and _norm(s[1:]) in lines and _norm(s) not in lines:
+                line = next(j for j, o in enumerate(orig) if _norm(o) == _norm(s[1:])) + 1
+                return [Uncertainty(line, (
+                    f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
+                    f"before it; the snippet looks like a unified diff without its @@ "
+                    f"header: send the diff with a header (@@ ... @@) or the code without "
+                    f"-/+ signs"))]
+    return []
+
+
 def merge(original: str, plan: EditPlan) -> MergeResult:
     """Merge ``plan`` into ``original``: best-effort candidate plus unsure places."""
     newline = "\r\n" if original.count("\r\n") > original.count("\n") // 2 else "\n"
@@ -466,6 +487,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
             m = other
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
+    m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
     lines = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it

@@ -457,3 +457,28 @@ def test_a_segment_whose_best_reading_matches_nothing_is_unplaced_not_a_crash() 
     assert [s for s in ("a", "b", "c") if s in got.text.split("\n")] == ["a", "b", "c"]
     assert got.uncertain
 
+
+@pytest.mark.parametrize("snippet", [
+    "@@ -1,1 +1,1 @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "@@ -1,9 +1,9 @@\n-x = 1\n+x = 10\n@@ -3,9 +3,9 @@\n-z = 3\n+z = 30\n",
+    "@@ -1 +1 @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n\n",
+    "@@ @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "--- a/x.py\n+++ b/x.py\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "diff --git a/x.py b/x.py\nindex 1a2b3c4..5d6e7f8 100644\n--- a/x.py\n+++ b/x.py\n"
+    "@@ -1,1 +1,1 @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_udiff_with_wrong_or_missing_counts_or_headers_merges_exactly(snippet: str,
+                                                                      newline: str) -> None:
+    original = "x = 1\ny = 2\nz = 3\n".replace("\n", newline)
+    got = apply_snippet(original, snippet.replace("\n", newline))
+    assert got.check() == "x = 10\ny = 2\nz = 30\n".replace("\n", newline)
+
+
+def test_lazy_lines_that_are_a_diff_without_header_are_flagged() -> None:
+    # A removed line kept its "-": read as lazy code it would be written into the file.
+    original = "def f():\n    a = 1\n    b = 2\n    return a + b\n"
+    got = apply_snippet(original, "# ...\n    a = 1\n-    b = 2\n+    b = 3\n    return a + b\n")
+    assert any("looks like a unified diff" in u.message for u in got.uncertain)
+
