@@ -9,8 +9,13 @@ Three notations, alone or mixed in one snippet:
   ``code remains the same`` or ``keep foo()``;
 * **SEARCH/REPLACE** blocks, Aider's (``<<<<<<< SEARCH`` / ``=======`` /
   ``>>>>>>> REPLACE``) and Cline's (``------- SEARCH`` / ``=======`` /
-  ``+++++++ REPLACE``);
-* **unified diffs**, with or without line numbers in the ``@@`` headers.
+  ``+++++++ REPLACE``), with runs of 3 or more of the marker character and separators of
+  3 or more ``=`` (models write other lengths than 7);
+* **unified diffs**, with or without line numbers in the ``@@`` headers (whose counts are
+  not trusted: a hunk is every following line with a diff prefix), or without headers.
+
+Lines that look like block or merge-conflict markers but were not read as one (a
+malformed block) are refused by the merge unless the original file holds them.
 
 >>> plan = parse_edit("<<<<<<< SEARCH\\na = 1\\n=======\\na = 2\\n>>>>>>> REPLACE\\n")
 >>> [(h.kind, h.old, h.new) for h in plan.hunks]
@@ -27,7 +32,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["EditError", "EditPlan", "Hunk", "detect_format", "is_marker", "parse_edit"]
+__all__ = ["BLOCK_FORM", "BLOCK_MARKER", "EditError", "EditPlan", "Hunk", "detect_format",
+           "is_marker", "parse_edit"]
 
 
 class EditError(ValueError):
@@ -43,9 +49,18 @@ _MARKER_RE = re.compile(
     rf"(?:{_COMMENT_CLOSE})?\s*$"
 )
 _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
-_SR_START = re.compile(r"^\s*(?:<{5,}|-{5,})\s*SEARCH\s*$")
-_SR_SEP = re.compile(r"^={7}\s*$")
-_SR_END = re.compile(r"^\s*(?:>{5,}|\+{5,})\s*REPLACE\s*$")
+#: Block markers: a run of 3 or more of one character (7 is the norm; models write others).
+_SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH\s*$")
+_SR_SEP = re.compile(r"^\s*={3,}\s*$")
+_SR_SEP_7 = re.compile(r"^\s*={7}\s*$")
+_SR_END = re.compile(r"^\s*(?:>{3,}|\+{3,})\s*REPLACE\s*$")
+#: Lines that look like a block or merge-conflict marker: never file content unless the
+#: file has them (a malformed block read as code would write its markers into the file).
+BLOCK_MARKER = re.compile(r"^\s*(?:[<>=+\-|]{2,}\s*(?:SEARCH|REPLACE)\W*|"
+                          r"(?:SEARCH|REPLACE)\W*|(?:<{7}|>{7}|\|{7})(?:\s.*)?)$")
+#: How a SEARCH/REPLACE block is written (for messages).
+BLOCK_FORM = ("write each block as a line '<<<<<<< SEARCH', the lines to find, a line "
+              "'=======', the lines that replace them, and a line '>>>>>>> REPLACE'")
 #: ``@@ -a,b +c,d @@ ...``, a bare ``@@ ... @@``, or a lone ``@@`` (optionally followed by
 #: a context hint, as in OpenAI's patch format).
 _UDIFF_HUNK = re.compile(
@@ -145,27 +160,8 @@ def parse_edit(snippet: str) -> EditPlan:
         line = lines[i]
         if _SR_START.match(line):
             flush_lazy(marker_after=True)
-            start, old, new = i, [], []
-            i += 1
-            while i < len(lines) and not _SR_SEP.match(lines[i]):
-                if _SR_END.match(lines[i]) or _SR_START.match(lines[i]):
-                    raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
-                                    f"{start + 1}) has no ======= line before line {i + 1}")
-                old.append(lines[i])
-                i += 1
-            if i == len(lines):
-                raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
-                                f"{start + 1}) has no ======= line")
-            i += 1
-            while i < len(lines) and not _SR_END.match(lines[i]):
-                new.append(lines[i])
-                i += 1
-            if i == len(lines):
-                raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
-                                f"{start + 1}) has no >>>>>>> REPLACE line")
-            add("search_replace", old, new, start + 1)
+            i = _parse_block(lines, i, counts["search_replace"] + 1, add)
             marker_before = True
-            i += 1
             continue
         header = _UDIFF_HUNK.match(line)
         if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
@@ -195,6 +191,32 @@ def parse_edit(snippet: str) -> EditPlan:
         raise EditError("the snippet holds no edit (only markers or blank lines); send the "
                         "changed code with some context")
     return EditPlan(tuple(hunks))
+
+
+def _parse_block(lines: list[str], start: int, number: int,
+                 add: Callable[..., None]) -> int:
+    """Parse the SEARCH/REPLACE block starting at ``lines[start]``; return the index after
+    it. Its separator is its line of exactly seven ``=``, else its only line of three or
+    more (a Markdown heading underline in the text makes a shorter one ambiguous)."""
+    label = f"SEARCH block {number} (snippet line {start + 1})"
+    end = start + 1
+    while end < len(lines) and not (_SR_END.match(lines[end]) or _SR_START.match(lines[end])):
+        end += 1
+    before = f" before line {end + 1}" if end < len(lines) else ""
+    seps = [k for k in range(start + 1, end) if _SR_SEP.match(lines[k])]
+    if not seps:
+        raise EditError(f"{label} has no ======= line{before}")
+    if end == len(lines) or _SR_START.match(lines[end]):
+        raise EditError(f"{label} has no >>>>>>> REPLACE line{before}")
+    sevens = [k for k in seps if _SR_SEP_7.match(lines[k])]
+    if not sevens and len(seps) > 1:
+        where = ", ".join(str(k + 1) for k in seps[:-1]) + f" and {seps[-1] + 1}"
+        raise EditError(f"{label} has {len(seps)} lines that could be its separator (lines "
+                        f"{where}); separate the SEARCH and REPLACE text by one line "
+                        f"'======='")
+    sep = (sevens or seps)[0]
+    add("search_replace", lines[start + 1:sep], lines[sep + 1:end], start + 1)
+    return end + 1
 
 
 def _file_header(lines: list[str], i: int) -> bool:

@@ -134,3 +134,34 @@ def test_git_extended_headers_are_not_content() -> None:
 def test_lists_and_code_with_leading_signs_stay_lazy(snippet: str) -> None:
     assert detect_format(snippet) == "lazy"
 
+
+@pytest.mark.parametrize("sep", ["=====", "==========", "===", "  =======  "])
+def test_separators_of_other_lengths_are_accepted(sep: str) -> None:
+    plan = parse_edit(f"<<<<<<< SEARCH\na = 1\n{sep}\na = 2\n>>>>>>> REPLACE\n")
+    assert [(h.kind, h.old, h.new) for h in plan.hunks] == [("search_replace", ("a = 1",),
+                                                             ("a = 2",))]
+
+
+@pytest.mark.parametrize("start,end", [("<<<< SEARCH", ">>>> REPLACE"),
+                                       ("<<< SEARCH", ">>> REPLACE"),
+                                       ("--- SEARCH", "+++ REPLACE")])
+def test_shorter_runs_of_one_marker_character_are_accepted(start: str, end: str) -> None:
+    plan = parse_edit(f"{start}\na = 1\n=======\na = 2\n{end}\n")
+    assert [h.kind for h in plan.hunks] == ["search_replace"]
+
+
+def test_a_seven_sign_separator_wins_over_shorter_lines_of_equals() -> None:
+    # A Markdown heading underline inside the SEARCH text is not the separator.
+    plan = parse_edit("<<<<<<< SEARCH\nTitle\n=====\n=======\nName\n=====\n>>>>>>> REPLACE\n")
+    assert [(h.old, h.new) for h in plan.hunks] == [(("Title", "====="), ("Name", "====="))]
+
+
+@pytest.mark.parametrize("snippet,needle", [
+    ("<<<<<<< SEARCH\nTitle\n=====\na\n=====\nb\n>>>>>>> REPLACE\n",
+     "SEARCH block 1 (snippet line 1) has 2 lines that could be its separator (lines 3 and 5)"),
+    ("<<<<<<< SEARCH\na\n=======\nb\n<<<<<<< SEARCH\nc\n=======\nd\n>>>>>>> REPLACE\n",
+     "SEARCH block 1 (snippet line 1) has no >>>>>>> REPLACE line before line 5"),
+])
+def test_ambiguous_or_unterminated_blocks_raise(snippet: str, needle: str) -> None:
+    with pytest.raises(EditError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        parse_edit(snippet)

@@ -482,3 +482,30 @@ def test_lazy_lines_that_are_a_diff_without_header_are_flagged() -> None:
     got = apply_snippet(original, "# ...\n    a = 1\n-    b = 2\n+    b = 3\n    return a + b\n")
     assert any("looks like a unified diff" in u.message for u in got.uncertain)
 
+
+@pytest.mark.parametrize("start", ["<<-- SEARCH", "-- SEARCH", "<< SEARCH", "=== SEARCH",
+                                   "<<<<<<< SEARCH:", "SEARCH"])
+def test_malformed_block_markers_are_refused_not_written(start: str) -> None:
+    # Read as a lazy snippet without markers, the block text was the whole new file.
+    original = "x = 1\ny = 2\nz = 3\n"
+    snippet = f"{start}\nx = 1\n=======\nx = 10\n>>>>>>> REPLACE\n"
+    with pytest.raises(EditError, match=r"malformed.*<<<<<<< SEARCH.*=======.*>>>>>>> REPLACE"):
+        apply_snippet(original, snippet)
+
+
+def test_conflict_markers_are_never_written_unless_the_file_has_them() -> None:
+    original = "x = 1\ny = 2\nz = 3\n"
+    conflict = "# ...\n<<<<<<< HEAD\ny = 2\n=======\ny = 20\n>>>>>>> feature\n# ...\n"
+    with pytest.raises(EditError, match="snippet line 2"):
+        apply_snippet(original, conflict)
+    # A file that holds such lines (a document about them) may keep them.
+    doc = "Conflicts look like:\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> branch\nEnd\n"
+    got = apply_snippet(doc, "<!-- ... -->\n<<<<<<< HEAD\nmine\n=======\n<!-- ... -->\n")
+    assert got.check() == doc.replace("ours", "mine")
+
+
+@pytest.mark.parametrize("sep", ["=====", "=========="])
+def test_search_replace_with_other_separator_lengths_merges(sep: str) -> None:
+    snippet = f"<<<<<<< SEARCH\ndef a():\n    return 1\n{sep}\ndef a():\n    return 10\n" \
+              ">>>>>>> REPLACE\n"
+    assert apply_snippet(PY, snippet).check() == PY.replace("return 1\n", "return 10\n")
