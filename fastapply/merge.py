@@ -33,7 +33,7 @@ from fastapply._merge_lazy import (
     place,
     positions,
 )
-from fastapply.edits import EditError, EditPlan, Hunk, parse_edit
+from fastapply.edits import BLOCK_FORM, BLOCK_MARKER, EditError, EditPlan, Hunk, parse_edit
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
 
@@ -414,6 +414,50 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     return m
 
 
+def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
+    """Lazy lines that are removed lines of a diff without its header: ``-`` followed by
+    an original line (and not an original line itself). Merged as code, the ``-`` and
+    ``+`` lines would both be written into the file.
+
+    >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
+    [2]
+    """
+    lines = {_norm(s) for s in orig}
+    for hunk in plan.hunks:
+        for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
+            if s.startswith("-") and _norm(s[1:]) in lines and _norm(s) not in lines:
+                line = next(j for j, o in enumerate(orig) if _norm(o) == _norm(s[1:])) + 1
+                return [Uncertainty(line, (
+                    f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
+                    f"before it; the snippet looks like a unified diff without its @@ "
+                    f"header: send the diff with a header (@@ ... @@) or the code without "
+                    f"-/+ signs"))]
+    return []
+
+
+def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
+    """Raise EditError if a line the merge would write looks like a SEARCH/REPLACE or
+    merge-conflict marker the original lacks: a malformed block read as code.
+
+    >>> _refuse_block_markers(parse_edit("<<-- SEARCH\\na\\n"), ["a"])
+    Traceback (most recent call last):
+    ...
+    fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
+    """
+    present = {_loose(s) for s in orig}
+    for hunk in plan.hunks:
+        for k, s in enumerate(hunk.new):
+            if BLOCK_MARKER.match(s) and _loose(s) not in present:
+                where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
+                    else hunk.label
+                kind = "SEARCH/REPLACE" if "SEARCH" in s or "REPLACE" in s else \
+                    "merge-conflict or SEARCH/REPLACE"
+                raise EditError(f"{where}: {s.strip()!r} looks like a {kind} "
+                                f"marker, but the block markers are malformed, so the block "
+                                f"cannot be read and is not written into the file; "
+                                f"{BLOCK_FORM}")
+
+
 def merge(original: str, plan: EditPlan) -> MergeResult:
     """Merge ``plan`` into ``original``: best-effort candidate plus unsure places."""
     newline = "\r\n" if original.count("\r\n") > original.count("\n") // 2 else "\n"
@@ -424,6 +468,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
         orig.pop()
     if not body:
         orig = []
+    _refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
     # equals, the most context). One line of context is weak evidence, so a free
@@ -466,6 +511,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
             m = other
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
+    m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
     lines = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it

@@ -8,19 +8,24 @@ the figure to drive to zero) and lists the first failing ids.
 With ``--regenerate`` it also merges lazy snippets rebuilt from each record's true change
 with 1, 2 and 3 lines of context (:func:`lazy_snippet`): the same files, other snippets,
 a check that the merge is not fitted to the corpus' own snippets.
+
+Each format also reports the merge time per edit (``merge_ms_p50``, ``merge_ms_p95``) and
+in all (``merge_s``). With ``--shapes`` it instead merges the worst-case shapes of
+:mod:`fastapply.bench.merge_shapes` on a generated file (``--lines``, default 20,000).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import time
 from collections.abc import Callable
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import load_edits, print_table
+from fastapply.bench.common import load_edits, percentile, print_table
 
 FIELDS = {"lazy": "lazy_snippet", "search_replace": "search_replace", "udiff": "udiff"}
 #: Marker comment per language for regenerated lazy snippets (default ``//``).
@@ -69,12 +74,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regenerate", action="store_true",
                    help="also merge lazy snippets rebuilt from the true change with 1, 2 and "
                         "3 lines of context (formats lazy_context_1..3)")
+    p.add_argument("--shapes", action="store_true",
+                   help="time the worst-case shapes on a generated file instead of the corpus")
+    p.add_argument("--lines", type=int, default=20000, help="--shapes: lines of the file")
+    p.add_argument("--repeat", type=int, default=3, help="--shapes: runs per shape (best kept)")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.edits import EditError
     from fastapply.merge import apply_snippet
 
+    if args.shapes:
+        from fastapply.bench.merge_shapes import run_shapes
+
+        return run_shapes(args.lines, args.repeat)
     edits = load_edits(args.data, args.limit)
     formats: dict[str, dict[str, Any]] = {}
     rows, failures = [], []
@@ -85,14 +98,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fields.update({f"lazy_context_{c}": partial(_regenerated, context=c) for c in (1, 2, 3)})
     for name, snippet_of in fields.items():
         exact = unsure = errors = silent = 0
+        merge_ms: list[float] = []
         for rec in edits:
             snippet = snippet_of(rec)
+            t0 = time.perf_counter()
             try:
                 result = apply_snippet(rec["original"], snippet)
             except EditError as exc:
+                merge_ms.append((time.perf_counter() - t0) * 1000)
                 errors += 1
                 failures.append((name, rec["id"], f"EditError: {exc}"[:90]))
                 continue
+            merge_ms.append((time.perf_counter() - t0) * 1000)
             if result.text == rec["updated"]:
                 exact += 1
                 unsure += bool(result.uncertain)
@@ -103,10 +120,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         total = len(edits)
         formats[name] = {"exact": exact, "total": total,
                          "exact_rate": exact / total if total else 0.0,
-                         "wrong_unflagged": silent}
-        rows.append([name, exact, total, formats[name]["exact_rate"], unsure, silent, errors])
+                         "wrong_unflagged": silent,
+                         "merge_ms_p50": round(percentile(merge_ms, 50), 3),
+                         "merge_ms_p95": round(percentile(merge_ms, 95), 3),
+                         "merge_s": round(sum(merge_ms) / 1000, 3)}
+        rows.append([name, exact, total, formats[name]["exact_rate"], unsure, silent, errors,
+                     *(formats[name][k] for k in ("merge_ms_p50", "merge_ms_p95", "merge_s"))])
     print_table(["format", "exact", "total", "exact_rate", "exact_but_flagged_unsure",
-                 "wrong_unflagged", "parse_errors"], rows)
+                 "wrong_unflagged", "parse_errors", "merge_ms_p50", "merge_ms_p95", "merge_s"],
+                rows)
     shown = [f for name in fields for f in [x for x in failures if x[0] == name][: args.show]]
     if shown:
         print()
