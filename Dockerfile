@@ -28,12 +28,8 @@ FROM ${LOADTEST_BASE_IMAGE} AS loadtest
 ENV PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
 WORKDIR /opt/fastapply/src
-COPY pyproject.toml README.md NOTICE* ./
-COPY fastapply ./fastapply
-COPY client ./client
-COPY engine_build ./engine_build
-COPY loadtest ./loadtest
-COPY model_repository ./model_repository
+# The package's sources (.dockerignore lets nothing else into the build context).
+COPY . ./
 # The `loadtest` extra is Locust + tritonclient[grpc]; the core package needs nothing.
 RUN python3 -m pip install ".[loadtest]" \
  && python3 -c "import fastapply.loadtest.cli, fastapply.client, locust" \
