@@ -161,6 +161,11 @@ def test_worker_records_merge_into_the_masters() -> None:
         master.add_failure("slow")
 
 
+def test_a_negative_progress_interval_is_refused_before_any_run() -> None:
+    done = loadtest("--url", "127.0.0.1:1", "--progress-interval", "-1")
+    assert done.returncode == 2 and "--progress-interval -1" in done.stderr
+
+
 def test_the_loadtest_extra_needs_no_torch() -> None:
     """`pip install fastapply[loadtest]` (the load-test image) pulls Locust and the client
     only: follow the extras through the installed metadata."""
@@ -217,13 +222,14 @@ def test_short_run_reports_requests_figures_and_progress_without_torch(
 
 @pytest.mark.server
 def test_locusts_own_tables_count_requests_only(det_server: Any, tmp_path: Path) -> None:
-    """Bare `locust -f`: its rows and "Aggregated" row hold the merges and nothing else;
-    the other figures are printed by fastapply when Locust quits."""
+    """Bare `locust -f`, distributed over two worker processes: Locust's rows (and so its
+    "Aggregated" row) hold the merges and nothing else; the other figures travel from the
+    workers to the master, which prints them when Locust quits, one per merge."""
     from fastapply.loadtest.cli import LOCUSTFILE
 
     done = subprocess.run(
         [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-         "--host", det_server.grpc_url, "--users", "2", "--spawn-rate", "2",
+         "--host", det_server.grpc_url, "--users", "4", "--spawn-rate", "4", "--processes", "2",
          "--run-time", "3s", "--stop-timeout", "7", "--json-file", str(tmp_path / "stats"),
          "--fa-formats", EXACT_FORMATS, "--fa-request-timeout", "5",
          "--fa-progress-interval", "0"],
