@@ -77,14 +77,8 @@ PROMETHEUS_REQUESTS = ("fastapply_requests_total", "Requests served, by outcome"
 
 
 # -- Load test (fastapply.loadtest) ------------------------------------------------------
-# Measured at the client, one set per request, and fired as Locust request events so they
-# appear in Locust's own tables: the request itself as request_type "fast_apply", name
-# "merge" (response_time = latency_ms); every other figure as request_type "metric",
-# name = the figure, response_time = its value (a time only for the *_ms figures).
-
-#: Locust request_type and name of the request itself; request_type of the other figures.
-LOADTEST_REQUEST: tuple[str, str] = ("fast_apply", "merge")
-LOADTEST_METRIC_TYPE = "metric"
+# Measured at the client, one value per request (how they reach Locust and the report is
+# fastapply.loadtest's business), and per run.
 
 #: name -> definition of every figure the load test reports.
 LOADTEST_DEFINITIONS: dict[str, str] = {
@@ -97,6 +91,21 @@ LOADTEST_DEFINITIONS: dict[str, str] = {
     "accepted_draft_tokens": "draft tokens the model confirmed, per request (model only)",
     "rejected_draft_tokens": "draft tokens the model refused, per request (model only)",
     "acceptance_pct": "accepted / proposed draft tokens, in percent (when any were proposed)",
+}
+
+#: name -> definition of every whole-run figure of the load-test report.
+LOADTEST_RUN_DEFINITIONS: dict[str, str] = {
+    "wall_s": "the run's wall time: first user started -> last user stopped (requests in "
+              "flight at the end finished or failed), in seconds",
+    "requests": "requests sent: merges plus failed connections",
+    "completed": "requests that succeeded",
+    "failures": "requests that failed (timeouts included), by kind in failures_by_kind",
+    "timeouts": "requests with no answer within the request timeout, or still in flight "
+                "when the run stopped",
+    "requests_per_s": "completed / wall_s: successful requests per second of the run",
+    "failures_per_s": "failures / wall_s",
+    "completion_tokens_per_s": "completion tokens of successful requests / wall_s: the "
+                               "served token throughput (model only)",
 }
 
 

@@ -45,6 +45,10 @@ class FastApplyError(RuntimeError):
     """A failed request; ``str(err)`` is the server's own message when it sent one."""
 
 
+class FastApplyTimeout(FastApplyError):
+    """No response from the server within the client's ``timeout_s``."""
+
+
 @dataclass
 class ApplyResult:
     """The merged file and the server's statistics for the request."""
@@ -105,13 +109,16 @@ class _Watchdog:
         self._call: Any = None  # the call awaiting a response, else None
         self._deadline = 0.0
         self._expired = False
+        self._cancelled: Any = None  # the last call cancelled for lateness (cancel pending)
         self._closed = False
         self._thread: threading.Thread | None = None
 
     def arm(self, call: Any, timeout_s: float) -> None:
         """A response is awaited on ``call`` from now on, for at most ``timeout_s``."""
         with self._cond:
-            self._call, self._expired = call, False
+            # A call whose deadline passed is being cancelled (outside the lock): a response
+            # that slipped in before the cancel does not make its next read on time.
+            self._call, self._expired = call, call is self._cancelled
             if timeout_s < self.timeout_s:  # the idle thread sleeps timeout_s at a time
                 self._cond.notify()
             self.timeout_s = timeout_s
@@ -141,6 +148,7 @@ class _Watchdog:
                 now = time.monotonic()
                 if self._call is not None and now >= self._deadline:
                     late, self._call, self._expired = self._call, None, True
+                    self._cancelled = late
                 else:
                     self._cond.wait(self._deadline - now if self._call is not None
                                     else self.timeout_s)
@@ -255,8 +263,8 @@ class FastApplyClient:
             return next(call)
         except self._grpc.RpcError as exc:
             if self._watchdog.disarm():
-                raise FastApplyError(f"no answer from {self.url} within {self.timeout_s:g} s"
-                                     ) from None
+                raise FastApplyTimeout(f"no answer from {self.url} within {self.timeout_s:g} s"
+                                       ) from None
             raise FastApplyError(f"stream to {self.url} failed: "
                                  f"{exc.details() or exc.code()}") from None
         except StopIteration:

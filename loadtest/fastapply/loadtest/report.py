@@ -1,53 +1,48 @@
-"""The load-test report: Locust's ``--json-file`` rows -> one summary dict and a table.
+"""The load-test report: Locust's ``--json-file`` rows + the run record -> a summary.
 
-Counts are exact (Locust's JSON keeps every request and failure); percentiles come from
-the histogram Locust keeps of every value, rounded to about two significant digits
-(``bucket_response_time``: 147 -> 150, 3432 -> 3400), means from the exact sums. This
-module does not import Locust (importing it monkey-patches the process).
+Request counts and latency come from Locust's rows (exact counts; percentiles from the
+histogram Locust keeps of every value, rounded to about two significant digits:
+147 -> 150, 3432 -> 3400). Everything else comes from the run record
+(:class:`fastapply.loadtest.figures.RunRecord`): the run's wall time, failures by kind
+and the per-request figures. Throughput is completed requests over the run's wall time,
+never over the span between the first and the last completion (which, when every request
+times out at once, is a few milliseconds and gave 1,898.8 requests/s for 24 requests that
+all failed). This module does not import Locust (importing it monkey-patches the process).
 
 >>> rows = [{"method": "fast_apply", "name": "merge", "num_requests": 4, "num_failures": 1,
 ...          "total_response_time": 100.0, "min_response_time": 10, "max_response_time": 40,
 ...          "response_times": {"10": 1, "20": 1, "30": 1, "40": 1},
-...          "start_time": 0.0, "last_request_timestamp": 2.0},
-...         {"method": "metric", "name": "ttft_ms", "num_requests": 3, "num_failures": 0,
-...          "total_response_time": 6.0, "min_response_time": 1, "max_response_time": 3,
-...          "response_times": {"1": 1, "2": 1, "3": 1},
 ...          "start_time": 0.0, "last_request_timestamp": 2.0}]
->>> r = summarise(rows)
->>> r["requests"], r["failures"], r["p50_ms"], r["p99_ms"], r["ttft_p50_ms"]
-(4, 1, 20.0, 40.0, 2.0)
+>>> run = RunRecord(started_s=0.0, stopped_s=6.0)
+>>> run.add_failure("timeout")
+>>> for ttft_ms in (1.0, 2.0, 3.0):
+...     run.add_success({"ttft_ms": ttft_ms}, completion_tokens=40)
+>>> r = summarise(rows, run=run)
+>>> r["requests"], r["completed"], r["failures"], r["timeouts"], r["wall_s"]
+(4, 3, 1, 1, 6.0)
+>>> r["requests_per_s"], r["completion_tokens_per_s"], r["p50_ms"], r["ttft_p50_ms"]
+(0.5, 20.0, 20.0, 2.0)
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
-from fastapply.metrics import LOADTEST_DEFINITIONS, LOADTEST_METRIC_TYPE, LOADTEST_REQUEST
+from fastapply.loadtest.figures import (
+    FAILURE_KINDS,
+    LOCUST_MERGE,
+    LOCUST_REQUEST_TYPE,
+    TIMEOUT,
+    UNFINISHED,
+    RunRecord,
+    percentile,
+)
+from fastapply.metrics import LOADTEST_DEFINITIONS, LOADTEST_RUN_DEFINITIONS
 
 PERCENTILES = (50, 90, 95, 99)
 #: Figures in the order they are printed.
 FIGURE_ORDER = tuple(LOADTEST_DEFINITIONS)
-
-
-def percentile(histogram: dict[Any, int], q: float) -> float | None:
-    """Nearest-rank ``q``-th percentile of a {value: count} histogram (None when empty).
-
-    >>> percentile({"1": 1, "2": 1, "10": 2}, 50), percentile({"1": 1, "2": 1, "10": 2}, 99)
-    (2.0, 10.0)
-    """
-    items = sorted((float(k), int(n)) for k, n in histogram.items())
-    total = sum(n for _, n in items)
-    if total == 0:
-        return None
-    rank = max(1, math.ceil(q / 100 * total))
-    seen = 0
-    for value, n in items:
-        seen += n
-        if seen >= rank:
-            return value
-    return items[-1][0]
 
 
 def figure_summary(row: dict[str, Any]) -> dict[str, Any]:
@@ -65,41 +60,76 @@ def figure_summary(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarise(rows: Iterable[dict[str, Any]], errors: list[dict[str, Any]] | None = None,
-              **meta: Any) -> dict[str, Any]:
-    """The report of one run from Locust's JSON rows, its error table and the run's setup."""
-    rows = list(rows)
-    requests = sum(r["num_requests"] for r in rows if r["method"] == LOADTEST_REQUEST[0])
-    failures = sum(r["num_failures"] for r in rows if r["method"] == LOADTEST_REQUEST[0])
+              run: RunRecord | None = None, **meta: Any) -> dict[str, Any]:
+    """The report of one run from Locust's JSON rows, its error table, the run record
+    (None when Locust wrote none: no wall time, no rates) and the run's setup."""
+    rows = [r for r in rows if r["method"] == LOCUST_REQUEST_TYPE]
+    run = run or RunRecord()
+    requests = sum(r["num_requests"] for r in rows)
+    failures = sum(r["num_failures"] for r in rows)
+    completed = requests - failures
     figures: dict[str, dict[str, Any]] = {}
-    merge = next((r for r in rows if (r["method"], r["name"]) == LOADTEST_REQUEST), None)
+    merge = next((r for r in rows if r["name"] == LOCUST_MERGE), None)
     if merge is not None:
         figures["latency_ms"] = figure_summary(merge)
-    for r in rows:
-        if r["method"] == LOADTEST_METRIC_TYPE:
-            figures[r["name"]] = figure_summary(r)
+    for name, histogram in run.figures.items():
+        figures[name] = histogram.summary(PERCENTILES)
     latency = figures.get("latency_ms", {})
     ttft = figures.get("ttft_ms", {})
-    elapsed = ((merge.get("last_request_timestamp") or 0) - merge.get("start_time", 0)
-               if merge else 0)
+    wall_s = run.wall_s
+
+    def per_s(count: int) -> float | None:
+        return count / wall_s if wall_s else None
+
     report: dict[str, Any] = dict(meta)
     report.update({
+        "wall_s": wall_s,
         "requests": requests,
+        "completed": completed,
         "failures": failures,
         "failure_ratio": failures / requests if requests else None,
-        "requests_per_s": (merge["num_requests"] / elapsed) if merge and elapsed > 0 else None,
+        "timeouts": run.failures[TIMEOUT] + run.failures[UNFINISHED],
+        "failures_by_kind": {k: run.failures[k] for k in FAILURE_KINDS if run.failures[k]},
+        "requests_per_s": per_s(completed),
+        "failures_per_s": per_s(failures),
+        "completion_tokens_per_s": per_s(run.completion_tokens) if run.completion_tokens
+        else None,
         "p50_ms": latency.get("p50"), "p90_ms": latency.get("p90"),
         "p95_ms": latency.get("p95"), "p99_ms": latency.get("p99"),
         "mean_ms": latency.get("mean"), "max_ms": latency.get("max"),
         "ttft_p50_ms": ttft.get("p50"), "ttft_p90_ms": ttft.get("p90"),
         "ttft_p99_ms": ttft.get("p99"),
-        # medians over successful requests (None when the runtime has no model)
+        # medians over successful requests of the per-request figure (None without a model)
         "tokens_per_s": figures.get("tokens_per_s", {}).get("p50"),
         "chars_per_s": figures.get("chars_per_s", {}).get("p50"),
         "figures": figures,
         "errors": errors or [],
-        "definitions": {k: LOADTEST_DEFINITIONS[k] for k in figures if k in LOADTEST_DEFINITIONS},
+        "definitions": {**{k: LOADTEST_DEFINITIONS[k] for k in figures
+                           if k in LOADTEST_DEFINITIONS}, **LOADTEST_RUN_DEFINITIONS},
     })
     return report
+
+
+def totals_line(report: dict[str, Any]) -> str:
+    """Requests, completed, failures (by kind) and the rates over the wall time.
+
+    >>> totals_line({"requests": 24, "completed": 0, "failures": 24, "failure_ratio": 1.0,
+    ...              "failures_by_kind": {"timeout": 24}, "wall_s": 31.5,
+    ...              "requests_per_s": 0.0, "completion_tokens_per_s": None})
+    'requests 24, completed 0, failures 24 (100.00%: timeout 24) in 31.5 s: 0.0 requests/s'
+    """
+    ratio, kinds = report["failure_ratio"], report["failures_by_kind"]
+    line = f"requests {report['requests']}, completed {report['completed']}, " \
+           f"failures {report['failures']}"
+    if ratio is not None:
+        line += f" ({100 * ratio:.2f}%" + (": " + ", ".join(
+            f"{k} {n}" for k, n in kinds.items()) if kinds else "") + ")"
+    if report["wall_s"] is None:
+        return line + " (no wall time recorded: no rates)"
+    line += f" in {report['wall_s']:.1f} s: {report['requests_per_s']:.1f} requests/s"
+    if report["completion_tokens_per_s"] is not None:
+        line += f", {report['completion_tokens_per_s']:.0f} completion tokens/s"
+    return line
 
 
 def _fmt(value: float | None) -> str:
@@ -117,11 +147,7 @@ def format_table(report: dict[str, Any]) -> str:
         f = report["figures"][name]
         lines.append(f"{name:<24}{f['count']:>8}{_fmt(f['p50']):>10}{_fmt(f['p90']):>10}"
                      f"{_fmt(f['p99']):>10}{_fmt(f['mean']):>10}")
-    ratio = report["failure_ratio"]
-    lines.append(f"requests {report['requests']}, failures {report['failures']}"
-                 + (f" ({100 * ratio:.2f}%)" if ratio is not None else "")
-                 + (f", {report['requests_per_s']:.1f} requests/s"
-                    if report.get("requests_per_s") else ""))
+    lines.append(totals_line(report))
     for e in report["errors"][:10]:
         lines.append(f"  {e['occurrences']:>6} x {e['method']} {e['name']}: {e['error'][:160]}")
     if len(report["errors"]) > 10:
