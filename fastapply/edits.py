@@ -32,8 +32,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["BLOCK_FORM", "BLOCK_MARKER", "EditError", "EditPlan", "Hunk", "detect_format",
-           "is_marker", "parse_edit"]
+__all__ = ["BLOCK_FORM", "BLOCK_MARKER", "SEPARATOR", "EditError", "EditPlan", "Hunk",
+           "detect_format", "is_marker", "parse_edit"]
 
 
 class EditError(ValueError):
@@ -52,7 +52,8 @@ _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
 #: Block markers: a run of 3 or more of one character (7 is the norm; models write others).
 _SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH\s*$")
 _SR_SEP = re.compile(r"^\s*={3,}\s*$")
-_SR_SEP_7 = re.compile(r"^\s*={7}\s*$")
+#: The separator of the norm (a second one in a block is text, or a doubled separator).
+SEPARATOR = re.compile(r"^\s*={7}\s*$")
 _SR_END = re.compile(r"^\s*(?:>{3,}|\+{3,})\s*REPLACE\s*$")
 #: Lines that look like a block or merge-conflict marker: never file content unless the
 #: file has them (a malformed block read as code would write its markers into the file).
@@ -208,7 +209,7 @@ def _parse_block(lines: list[str], start: int, number: int,
         raise EditError(f"{label} has no ======= line{before}")
     if end == len(lines) or _SR_START.match(lines[end]):
         raise EditError(f"{label} has no >>>>>>> REPLACE line{before}")
-    sevens = [k for k in seps if _SR_SEP_7.match(lines[k])]
+    sevens = [k for k in seps if SEPARATOR.match(lines[k])]
     if not sevens and len(seps) > 1:
         where = ", ".join(str(k + 1) for k in seps[:-1]) + f" and {seps[-1] + 1}"
         raise EditError(f"{label} has {len(seps)} lines that could be its separator (lines "

@@ -32,8 +32,17 @@ from fastapply._merge_lazy import (
     nonblank_matches,
     place,
     positions,
+    removed_definitions,
 )
-from fastapply.edits import BLOCK_FORM, BLOCK_MARKER, EditError, EditPlan, Hunk, parse_edit
+from fastapply.edits import (
+    BLOCK_FORM,
+    BLOCK_MARKER,
+    SEPARATOR,
+    EditError,
+    EditPlan,
+    Hunk,
+    parse_edit,
+)
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
 
@@ -166,6 +175,8 @@ class _Merger:
         self._near: dict[tuple[Hunk, int], int] = shared._near if shared else {}
         # the snippet's non-blank lines, stripped (set by _reading for the first reading)
         self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
+        # the snippet mixes lazy segments with SEARCH/REPLACE or diff hunks (set likewise)
+        self.mixed: bool = shared.mixed if shared else False
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -225,6 +236,10 @@ class _Merger:
         seg = list(hunk.new)
         if not any(s.strip() for s in self.orig):
             self.replacements.append(_Replacement(0, len(self.orig), seg))
+            if self.mixed:  # beside a block that writes the new file: text, not code
+                self.unsure(1, f"{hunk.label}: the original is empty and the snippet also "
+                               f"has SEARCH/REPLACE or diff hunks, so its lines were written "
+                               f"into the new file as they are; send only the edit")
             return
         if not hunk.marker_before and not hunk.marker_after and not self._whole_file(seg):
             # No marker anywhere and not the whole file: an anchored fragment.
@@ -290,10 +305,24 @@ class _Merger:
         self.drops += p.drops
         key = key_loose if loose else key_exact
         table = self._positions(key)
-        self.anchors += sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
-        if p.rival < 0 and not misfit and hunk.marker_before and hunk.marker_after and \
+        unique = sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
+        self.anchors += unique
+        lost = [] if unique or p.rival >= 0 else \
+            removed_definitions(self.orig[start:end], {j - start for _, j in p.pairs}, seg)
+        if lost:
+            # It removes a definition it never names, and only lines found at several
+            # places anchor it: new code between markers fits beside any of its lookalikes.
+            self.unsure(start + 1, f"{hunk.label}: placed at lines {start + 1}-{end}, it "
+                                   f"removes {lost[0]!r}, which it never names, and each "
+                                   f"line it shares with the original is found at several "
+                                   f"places; show a unique line of unchanged context next "
+                                   f"to it")
+        between = hunk.marker_before and hunk.marker_after
+        if p.rival < 0 and not misfit and (between or self.mixed) and \
                 not any(seg[i].strip() for i, _ in p.pairs):
-            # Placed by blank lines alone: they are everywhere, so this is a guess.
+            # Placed by blank lines alone: they are everywhere, so this is a guess. (At the
+            # top or end of a lazy snippet the file's edge anchors it; beside a SEARCH block
+            # or diff hunk such lines are more likely a sentence than code.)
             self.unsure(start + 1, f"{hunk.label}: the only lines it shares with the "
                                    f"original are blank lines, found at many places; placed "
                                    f"at lines {start + 1}-{end}; show a non-blank line of "
@@ -406,6 +435,7 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     if shared is None:
         m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
                                     if s.strip())
+        m.mixed = plan.format == "mixed"
     for hunk in plan.hunks:
         if hunk.kind == "lazy":
             m.lazy_segment(hunk)
@@ -447,6 +477,11 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     present = {_loose(s) for s in orig}
     for hunk in plan.hunks:
         for k, s in enumerate(hunk.new):
+            if hunk.kind == "search_replace" and SEPARATOR.match(s) and _loose(s) not in present:
+                raise EditError(f"{hunk.label}: its replacement line {k + 1} is a second "
+                                f"'=======' line, which the original does not have; a doubled "
+                                f"separator cannot be told from text, so nothing is written; "
+                                f"{BLOCK_FORM}")
             if BLOCK_MARKER.match(s) and _loose(s) not in present:
                 where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
                     else hunk.label
