@@ -62,6 +62,13 @@ BLOCK_MARKER = re.compile(r"^\s*(?:[<>=+\-|]{2,}\s*(?:SEARCH|REPLACE)\W*|"
 #: How a SEARCH/REPLACE block is written (for messages).
 BLOCK_FORM = ("write each block as a line '<<<<<<< SEARCH', the lines to find, a line "
               "'=======', the lines that replace them, and a line '>>>>>>> REPLACE'")
+#: Around SEARCH/REPLACE blocks, not code: a code fence, and (before a block) the path of
+#: the file it edits, as Aider and Roo-Code write them (``src/app.py``, `` `app.py` ``).
+_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+#.-]*\s*$")
+_FILE_NAME = re.compile(r"^[\s`*#]*(?:[\w.-]+[/\\])*[\w-]+\.\w+[`*:\s]*$")
+#: Roo-Code's line hint at the top of a SEARCH block: ``:start_line:N`` then ``-------``.
+_START_LINE = re.compile(r"^\s*:start_line:\s*(\d+)\s*$")
+_HINT_END = re.compile(r"^\s*(?::end_line:\s*\d+|-{3,})\s*$")
 #: ``@@ -a,b +c,d @@ ...``, a bare ``@@ ... @@``, or a lone ``@@`` (optionally followed by
 #: a context hint, as in OpenAI's patch format).
 _UDIFF_HUNK = re.compile(
@@ -108,7 +115,8 @@ class Hunk:
     marker_before: bool = False
     #: Lazy: a marker follows the segment (it does not run to the end of the file).
     marker_after: bool = False
-    #: Unified diff: the old-file line number from the ``@@`` header (1-based), if any.
+    #: The old-file line number from a diff's ``@@`` header or a SEARCH block's
+    #: ``:start_line:`` (1-based), if any: where to look first.
     old_start: int | None = None
 
     @property
@@ -157,13 +165,19 @@ def parse_edit(snippet: str) -> EditPlan:
                 marker_after=marker_after)
         lazy = []
 
+    after_block = False  # only blank lines since the last SEARCH/REPLACE block
     while i < len(lines):
         line = lines[i]
         if _SR_START.match(line):
+            _drop_block_heading(lazy)
             flush_lazy(marker_after=True)
             i = _parse_block(lines, i, counts["search_replace"] + 1, add)
-            marker_before = True
+            marker_before = after_block = True
             continue
+        if after_block and _FENCE.match(line):  # the fence that closes a block
+            i += 1
+            continue
+        after_block = after_block and not line.strip()
         header = _UDIFF_HUNK.match(line)
         if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
             flush_lazy(marker_after=True)
@@ -194,6 +208,24 @@ def parse_edit(snippet: str) -> EditPlan:
     return EditPlan(tuple(hunks))
 
 
+def _drop_block_heading(lazy: list[str]) -> None:
+    """Remove what heads a SEARCH/REPLACE block from the end of ``lazy``: blank lines, an
+    opening code fence and the file's path.
+
+    >>> lazy = ["x = 1", "", "src/app.py", "```python"]
+    >>> _drop_block_heading(lazy); lazy
+    ['x = 1']
+    """
+    def strip() -> None:
+        while lazy and (not lazy[-1].strip() or _FENCE.match(lazy[-1])):
+            lazy.pop()
+
+    strip()
+    if lazy and _FILE_NAME.match(lazy[-1]) and not is_marker(lazy[-1]):
+        lazy.pop()
+        strip()
+
+
 def _parse_block(lines: list[str], start: int, number: int,
                  add: Callable[..., None]) -> int:
     """Parse the SEARCH/REPLACE block starting at ``lines[start]``; return the index after
@@ -216,7 +248,14 @@ def _parse_block(lines: list[str], start: int, number: int,
                         f"{where}); separate the SEARCH and REPLACE text by one line "
                         f"'======='")
     sep = (sevens or seps)[0]
-    add("search_replace", lines[start + 1:sep], lines[sep + 1:end], start + 1)
+    old, old_start = lines[start + 1:sep], None
+    hint = _START_LINE.match(old[0]) if old else None
+    if hint:  # Roo-Code's ":start_line:N" and "-------" lines: where to look first
+        old_start = int(hint.group(1)) or None
+        old = old[1:]
+        while old and _HINT_END.match(old[0]):
+            old = old[1:]
+    add("search_replace", old, lines[sep + 1:end], start + 1, old_start=old_start)
     return end + 1
 
 

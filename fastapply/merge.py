@@ -211,8 +211,8 @@ class _Merger:
         if not any(s.strip() for s in old):
             if not self.orig or not any(s.strip() for s in self.orig):
                 self.replacements.append(_Replacement(0, len(self.orig), new))
-            else:  # an empty SEARCH appends
-                self.replacements.append(_Replacement(self.eof, self.eof, new))
+            else:
+                self._insert(hunk, new)
             return
         near = hunk.old_start - 1 if hunk.old_start else None
         start, loose = self.locate(hunk, old, near)
@@ -227,9 +227,38 @@ class _Merger:
         if loose:
             anchor = next(t for t, s in enumerate(old) if s.strip())
             shift = (_indent(old[anchor]), _indent(region[anchor]))
+            shifted = _reindent(old, *shift)
+            uneven = next((t for t, (a, b) in enumerate(zip(shifted, region, strict=True))
+                           if _norm(a) != _norm(b)), None)
+            if uneven is not None:
+                self.unsure(start + uneven + 1, (
+                    f"{hunk.label}: found only when ignoring indentation, and its line "
+                    f"{uneven + 1} is indented unlike original line {start + uneven + 1} "
+                    f"by another amount than its first line; the replacement's indentation "
+                    f"is a guess"))
         self.replacements.append(_Replacement(start, start + len(old),
                                               _context_from_original(old, new, region, shift)))
         self.pos = start + len(old)
+
+    def _insert(self, hunk: Hunk, new: list[str]) -> None:
+        """A hunk that finds nothing (an empty SEARCH, a diff hunk without ``-`` or context
+        lines) inserts its lines: a diff's ``@@ -N,0`` after line N, a SEARCH block's
+        ``:start_line:N`` before line N; with no line given, an empty SEARCH appends (as
+        in Aider) and a diff hunk is appended but flagged (it could go anywhere)."""
+        if hunk.old_start is None:
+            where = self.eof
+            if hunk.kind == "udiff":
+                self.unsure(where + 1, f"{hunk.label}: it only adds lines and its @@ header "
+                                       f"gives no line number, so they were appended at the "
+                                       f"end; give the line (@@ -N,0 +M,K @@) or context")
+        else:
+            where = hunk.old_start - (hunk.kind != "udiff")
+            if where > self.eof:
+                self.unsure(self.eof + 1, f"{hunk.label}: line {hunk.old_start} is past the "
+                                          f"end of the file ({self.eof} lines); appended")
+            where = min(max(where, 0), self.eof)
+        self.replacements.append(_Replacement(where, where, new))
+        self.pos = max(self.pos, where)
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""

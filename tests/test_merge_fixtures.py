@@ -81,3 +81,77 @@ def test_a_first_line_edited_with_a_blank_line_of_context_is_not_flagged() -> No
     original = "import os\n\nx = 1\n\ny = 2\n"
     snippet = "import os, sys\n\n# ... existing code ...\n"
     assert apply_snippet(original, snippet).check() == "import os, sys\n\nx = 1\n\ny = 2\n"
+
+
+SRC = "def area(w, h):\n    return w * h\n\n\ndef volume(w, h, d):\n    return w * h * d\n"
+BLOCK = ("<<<<<<< SEARCH\n    return w * h * d\n=======\n    return float(w * h * d)\n"
+         ">>>>>>> REPLACE\n")
+WANT = SRC.replace("return w * h * d", "return float(w * h * d)")
+
+
+AREA = "<<<<<<< SEARCH\n    return w * h\n=======\n    return float(w * h)\n>>>>>>> REPLACE\n"
+
+
+@pytest.mark.parametrize(("wrapped", "want"), [
+    (f"geometry/solid.py\n{BLOCK}", WANT),
+    (f"geometry/solid.py\n```python\n{BLOCK}```\n", WANT),
+    (f"`solid.py`\n\n```\n{BLOCK}```\n\nsolid.py\n```python\n{AREA}```\n",
+     WANT.replace("return w * h\n", "return float(w * h)\n")),
+], ids=["path", "path and fence", "two fenced blocks"])
+def test_a_file_name_and_fences_around_blocks_are_not_code(wrapped: str, want: str) -> None:
+    # Aider writes the file's path, then a fenced block; Roo-Code the path alone.
+    assert apply_snippet(SRC, wrapped).check() == want
+
+
+def test_a_start_line_hint_in_a_search_block_picks_among_equal_places() -> None:
+    original = "def a():\n    return 0\n\n\ndef b():\n    return 0\n"
+    snippet = ("<<<<<<< SEARCH\n:start_line:6\n-------\n    return 0\n=======\n"
+               "    return 1\n>>>>>>> REPLACE\n")
+    want = "def a():\n    return 0\n\n\ndef b():\n    return 1\n"
+    assert apply_snippet(original, snippet).check() == want
+
+
+def test_an_empty_search_with_a_start_line_inserts_there() -> None:
+    snippet = "<<<<<<< SEARCH\n:start_line:5\n-------\n=======\nimport math\n>>>>>>> REPLACE\n"
+    original = "import os\nimport sys\n\n\ndef f():\n    pass\n"
+    want = "import os\nimport sys\n\n\nimport math\ndef f():\n    pass\n"
+    assert apply_snippet(original, snippet).check() == want
+
+
+def test_an_empty_search_without_a_line_appends() -> None:
+    snippet = "<<<<<<< SEARCH\n=======\nprint(1)\n>>>>>>> REPLACE\n"
+    assert apply_snippet("x = 1\n", snippet).check() == "x = 1\nprint(1)\n"
+
+
+def test_a_search_found_only_with_other_relative_indentation_is_flagged() -> None:
+    # The SEARCH text shifts one line by 4 and another by 8 against the file: which
+    # indentation should the new lines take? Not a uniform loss of indentation.
+    original = "class K:\n    def f(self):\n        if x:\n            go()\n        stop()\n"
+    snippet = ("<<<<<<< SEARCH\ndef f(self):\n    if x:\n    go()\n=======\n"
+               "def f(self):\n    if x:\n    go()\n    again()\n>>>>>>> REPLACE\n")
+    result = apply_snippet(original, snippet)
+    assert result.uncertain, result.text
+
+
+def test_a_search_that_lost_a_uniform_indentation_is_reindented_unflagged() -> None:
+    original = "class K:\n    def f(self):\n        go()\n"
+    snippet = ("<<<<<<< SEARCH\ndef f(self):\n    go()\n=======\ndef f(self):\n    stop()\n"
+               ">>>>>>> REPLACE\n")
+    want = "class K:\n    def f(self):\n        stop()\n"
+    assert apply_snippet(original, snippet).check() == want
+
+
+@pytest.mark.parametrize(("snippet", "want"), [
+    ("@@ -2,0 +3 @@\n+new\n", "a\nb\nnew\nc\n"),
+    ("--- a/f\n+++ b/f\n@@ -0,0 +1 @@\n+top\n", "top\na\nb\nc\n"),
+    ("@@ -3,0 +4,2 @@\n+d\n+e\n", "a\nb\nc\nd\ne\n"),
+], ids=["middle", "top", "end"])
+def test_a_diff_hunk_that_only_adds_lines_inserts_after_its_line(snippet: str,
+                                                                  want: str) -> None:
+    # git diff -U0 writes insertions without context: "@@ -N,0 ..." adds after line N.
+    assert apply_snippet("a\nb\nc\n", snippet).check() == want
+
+
+def test_a_diff_hunk_that_only_adds_lines_and_has_no_line_number_is_flagged() -> None:
+    result = apply_snippet("a\nb\nc\n", "@@ ... @@\n+new\n")
+    assert result.uncertain, result.text
