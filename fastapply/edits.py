@@ -66,6 +66,8 @@ BLOCK_FORM = ("write each block as a line '<<<<<<< SEARCH', the lines to find, a
 #: the file it edits, as Aider and Roo-Code write them (``src/app.py``, `` `app.py` ``).
 _FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+#.-]*\s*$")
 _FILE_NAME = re.compile(r"^[\s`*#]*(?:[\w.-]+[/\\])*[\w-]+\.\w+[`*:\s]*$")
+#: A marker line inside a block's text, escaped with a backslash (Roo-Code's convention).
+_ESCAPED = re.compile(r"^\\(?=<{7}|={7}|>{7}|-{7}|:start_line:|:end_line:)")
 #: Roo-Code's line hint at the top of a SEARCH block: ``:start_line:N`` then ``-------``.
 _START_LINE = re.compile(r"^\s*:start_line:\s*(\d+)\s*$")
 _HINT_END = re.compile(r"^\s*(?::end_line:\s*\d+|-{3,})\s*$")
@@ -115,6 +117,9 @@ class Hunk:
     marker_before: bool = False
     #: Lazy: a marker follows the segment (it does not run to the end of the file).
     marker_after: bool = False
+    #: SEARCH/REPLACE: lines of ``new`` that were escaped marker lines (``\=======``):
+    #: text the writer meant, not a malformed block.
+    escaped: frozenset[int] = frozenset()
     #: The old-file line number from a diff's ``@@`` header or a SEARCH block's
     #: ``:start_line:`` (1-based), if any: where to look first.
     old_start: int | None = None
@@ -255,7 +260,11 @@ def _parse_block(lines: list[str], start: int, number: int,
         old = old[1:]
         while old and _HINT_END.match(old[0]):
             old = old[1:]
-    add("search_replace", old, lines[sep + 1:end], start + 1, old_start=old_start)
+    new = lines[sep + 1:end]
+    escaped = frozenset(k for k, s in enumerate(new) if _ESCAPED.match(s))
+    add("search_replace", [_ESCAPED.sub("", s) for s in old],
+        [_ESCAPED.sub("", s) for s in new], start + 1, old_start=old_start,
+        escaped=escaped)
     return end + 1
 
 

@@ -506,6 +506,8 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     present = {_loose(s) for s in orig}
     for hunk in plan.hunks:
         for k, s in enumerate(hunk.new):
+            if k in hunk.escaped:
+                continue
             if hunk.kind == "search_replace" and SEPARATOR.match(s) and _loose(s) not in present:
                 raise EditError(f"{hunk.label}: its replacement line {k + 1} is a second "
                                 f"'=======' line, which the original does not have; a doubled "

@@ -155,3 +155,13 @@ def test_a_diff_hunk_that_only_adds_lines_inserts_after_its_line(snippet: str,
 def test_a_diff_hunk_that_only_adds_lines_and_has_no_line_number_is_flagged() -> None:
     result = apply_snippet("a\nb\nc\n", "@@ ... @@\n+new\n")
     assert result.uncertain, result.text
+
+
+def test_escaped_marker_lines_in_a_block_are_text_without_the_backslash() -> None:
+    # Roo-Code escapes a marker line inside a block's text with a backslash.
+    original = "intro\nbody\n"
+    snippet = "<<<<<<< SEARCH\nbody\n=======\nbody\n\\=======\n\\>>>>>>> REPLACE\n>>>>>>> REPLACE\n"
+    assert apply_snippet(original, snippet).check() == "intro\nbody\n=======\n>>>>>>> REPLACE\n"
+    original = "x\n=======\ny\n"
+    snippet = "<<<<<<< SEARCH\n\\=======\ny\n=======\n\\=======\nz\n>>>>>>> REPLACE\n"
+    assert apply_snippet(original, snippet).check() == "x\n=======\nz\n"
