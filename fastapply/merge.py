@@ -227,9 +227,13 @@ class _Merger:
         if loose:
             anchor = next(t for t, s in enumerate(old) if s.strip())
             shift = (_indent(old[anchor]), _indent(region[anchor]))
+            # The shift re-indents the added lines: is it the same for every context line
+            # (kept in old and new)? Removed lines' indentation does not matter.
+            sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
+            context = [t for a, _, size in sm.get_matching_blocks() for t in range(a, a + size)]
             shifted = _reindent(old, *shift)
-            uneven = next((t for t, (a, b) in enumerate(zip(shifted, region, strict=True))
-                           if _norm(a) != _norm(b)), None)
+            uneven = next((t for t in context if _norm(shifted[t]) != _norm(region[t])),
+                          None) if len(context) < len(new) else None
             if uneven is not None:
                 self.unsure(start + uneven + 1, (
                     f"{hunk.label}: found only when ignoring indentation, and its line "

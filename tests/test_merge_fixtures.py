@@ -165,3 +165,11 @@ def test_escaped_marker_lines_in_a_block_are_text_without_the_backslash() -> Non
     original = "x\n=======\ny\n"
     snippet = "<<<<<<< SEARCH\n\\=======\ny\n=======\n\\=======\nz\n>>>>>>> REPLACE\n"
     assert apply_snippet(original, snippet).check() == "x\n=======\nz\n"
+
+
+def test_uneven_indentation_of_removed_lines_alone_is_not_flagged() -> None:
+    # Only context lines decide the new lines' indentation; removed lines vanish.
+    original = "def f():\n    a()\n      # old note\n    b()\n"
+    snippet = ("<<<<<<< SEARCH\na()\n# old note\nb()\n=======\na()\nc()\nb()\n"
+               ">>>>>>> REPLACE\n")
+    assert apply_snippet(original, snippet).check() == "def f():\n    a()\n    c()\n    b()\n"
