@@ -50,7 +50,9 @@ _MARKER_RE = re.compile(
 )
 _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
 #: Block markers: a run of 3 or more of one character (7 is the norm; models write others).
-_SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH\s*$")
+#: (A start marker may carry the line to look at, ``SEARCH (12)``, as Roo-Code's older
+#: format did, or a stray ``>``.)
+_SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH(?:>|\s*\((\d+)\))?\s*$")
 _SR_SEP = re.compile(r"^\s*={3,}\s*$")
 #: The separator of the norm (a second one in a block is text, or a doubled separator).
 SEPARATOR = re.compile(r"^\s*={7}\s*$")
@@ -253,7 +255,10 @@ def _parse_block(lines: list[str], start: int, number: int,
                         f"{where}); separate the SEARCH and REPLACE text by one line "
                         f"'======='")
     sep = (sevens or seps)[0]
+    numbered = _SR_START.match(lines[start])
     old, old_start = lines[start + 1:sep], None
+    if numbered and numbered.group(1):
+        old_start = int(numbered.group(1)) or None
     hint = _START_LINE.match(old[0]) if old else None
     if hint:  # Roo-Code's ":start_line:N" and "-------" lines: where to look first
         old_start = int(hint.group(1)) or None

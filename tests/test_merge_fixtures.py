@@ -173,3 +173,12 @@ def test_uneven_indentation_of_removed_lines_alone_is_not_flagged() -> None:
     snippet = ("<<<<<<< SEARCH\na()\n# old note\nb()\n=======\na()\nc()\nb()\n"
                ">>>>>>> REPLACE\n")
     assert apply_snippet(original, snippet).check() == "def f():\n    a()\n    c()\n    b()\n"
+
+
+@pytest.mark.parametrize("start", ["<<<<<<< SEARCH (5)", "<<<<<<< SEARCH>"])
+def test_search_markers_with_a_line_number_or_a_stray_angle_bracket(start: str) -> None:
+    # Roo-Code's older "SEARCH (N)" (N: where to look) and a model's "SEARCH>".
+    original = "def a():\n    return 0\n\n\ndef b():\n    return 0\n"
+    snippet = f"{start}\ndef b():\n    return 0\n=======\ndef b():\n    return 1\n>>>>>>> REPLACE\n"
+    want = "def a():\n    return 0\n\n\ndef b():\n    return 1\n"
+    assert apply_snippet(original, snippet).check() == want
