@@ -70,6 +70,8 @@ _FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+#.-]*\s*$")
 _FILE_NAME = re.compile(r"^[\s`*#]*(?:[\w.-]+[/\\])*[\w-]+\.\w+[`*:\s]*$")
 #: A marker line inside a block's text, escaped with a backslash (Roo-Code's convention).
 _ESCAPED = re.compile(r"^\\(?=<{7}|={7}|>{7}|-{7}|:start_line:|:end_line:)")
+#: A line number copied from a numbered listing (Roo-Code shows files as ``N | line``).
+_NUMBERED = re.compile(r"^\s*(\d+)\s+\|(?!\|)\s?")
 #: Roo-Code's line hint at the top of a SEARCH block: ``:start_line:N`` then ``-------``.
 _START_LINE = re.compile(r"^\s*:start_line:\s*(\d+)\s*$")
 _HINT_END = re.compile(r"^\s*(?::end_line:\s*\d+|-{3,})\s*$")
@@ -233,6 +235,25 @@ def _drop_block_heading(lazy: list[str]) -> None:
         strip()
 
 
+def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
+    """The line numbers a block's text was copied with from a numbered listing
+    (``12 | code``), or []: every SEARCH line numbered, consecutively, and every
+    REPLACE line numbered too (or none there), as Roo-Code strips them.
+
+    >>> _listing_numbers(["7 | a", "8 | b"], ["7 | a", "8 | c"]), _listing_numbers(["1 | x"], ["y"])
+    ([7, 8], [])
+    """
+    found = [_NUMBERED.match(s) for s in old]
+    if not old or not all(found):
+        return []
+    numbers = [int(m.group(1)) for m in found if m]
+    if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        return []
+    if any(s.strip() for s in new) and not all(_NUMBERED.match(s) for s in new):
+        return []
+    return numbers
+
+
 def _parse_block(lines: list[str], start: int, number: int,
                  add: Callable[..., None]) -> int:
     """Parse the SEARCH/REPLACE block starting at ``lines[start]``; return the index after
@@ -266,6 +287,10 @@ def _parse_block(lines: list[str], start: int, number: int,
         while old and _HINT_END.match(old[0]):
             old = old[1:]
     new = lines[sep + 1:end]
+    numbers = _listing_numbers(old, new)
+    if numbers:
+        old_start = old_start or numbers[0]
+        old, new = [_NUMBERED.sub("", s) for s in old], [_NUMBERED.sub("", s) for s in new]
     escaped = frozenset(k for k, s in enumerate(new) if _ESCAPED.match(s))
     add("search_replace", [_ESCAPED.sub("", s) for s in old],
         [_ESCAPED.sub("", s) for s in new], start + 1, old_start=old_start,

@@ -182,3 +182,17 @@ def test_search_markers_with_a_line_number_or_a_stray_angle_bracket(start: str) 
     snippet = f"{start}\ndef b():\n    return 0\n=======\ndef b():\n    return 1\n>>>>>>> REPLACE\n"
     want = "def a():\n    return 0\n\n\ndef b():\n    return 1\n"
     assert apply_snippet(original, snippet).check() == want
+
+
+def test_line_numbers_copied_from_a_numbered_listing_are_not_code() -> None:
+    # Roo-Code shows files as "N | line"; models copy the numbers into the block.
+    original = "a = 1\nb = 2\nc = 3\n"
+    snippet = ("<<<<<<< SEARCH\n2 | b = 2\n3 | c = 3\n=======\n2 | b = 20\n3 | c = 3\n"
+               ">>>>>>> REPLACE\n")
+    assert apply_snippet(original, snippet).check() == "a = 1\nb = 20\nc = 3\n"
+
+
+def test_a_table_whose_rows_start_with_numbers_keeps_them() -> None:
+    original = "1 | one\n5 | five\n"
+    snippet = "<<<<<<< SEARCH\n1 | one\n5 | five\n=======\n1 | one\n5 | FIVE\n>>>>>>> REPLACE\n"
+    assert apply_snippet(original, snippet).check() == "1 | one\n5 | FIVE\n"
