@@ -238,10 +238,14 @@ def _drop_block_heading(lazy: list[str]) -> None:
 def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
     """The line numbers a block's text was copied with from a numbered listing
     (``12 | code``), or []: every SEARCH line numbered, consecutively, and every
-    REPLACE line numbered too (or none there), as Roo-Code strips them.
+    REPLACE line numbered too, or none of them, as Roo-Code strips them.
 
     >>> _listing_numbers(["7 | a", "8 | b"], ["7 | a", "8 | c"]), _listing_numbers(["1 | x"], ["y"])
-    ([7, 8], [])
+    ([7, 8], [1])
+    >>> _listing_numbers(["1 | x", "2 | y"], ["1 | x", "z"])  # some REPLACE lines numbered
+    []
+    >>> _listing_numbers(["1 | x", "3 | y"], [])  # not consecutive: a table, say
+    []
     """
     found = [_NUMBERED.match(s) for s in old]
     if not old or not all(found):
@@ -249,9 +253,8 @@ def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
     numbers = [int(m.group(1)) for m in found if m]
     if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
         return []
-    if any(s.strip() for s in new) and not all(_NUMBERED.match(s) for s in new):
-        return []
-    return numbers
+    numbered = [bool(_NUMBERED.match(s)) for s in new if s.strip()]
+    return numbers if all(numbered) or not any(numbered) else []
 
 
 def _parse_block(lines: list[str], start: int, number: int,

@@ -147,6 +147,21 @@ def _context_from_original(old: Sequence[str], new: Sequence[str], region: Seque
     return out
 
 
+def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+    """``old`` without its leading and trailing blank lines; ``new`` without as many of
+    its own as ``old`` had there (they were context).
+
+    >>> _trim_blank_edges(["", "a", ""], ["", "b"])
+    (['a'], ['b'])
+    """
+    head = next(t for t, s in enumerate(old) if s.strip())
+    tail = next(t for t, s in enumerate(reversed(old)) if s.strip())
+    new_head = min(head, next((t for t, s in enumerate(new) if s.strip()), len(new)))
+    new = new[new_head:]
+    new_tail = min(tail, next((t for t, s in enumerate(reversed(new)) if s.strip()), len(new)))
+    return old[head:len(old) - tail], new[:len(new) - new_tail]
+
+
 class _Merger:
     def __init__(self, orig: list[str], context: int | None = None, eof: int | None = None,
                  shared: _Merger | None = None, flips: frozenset[int] = frozenset()) -> None:
@@ -216,6 +231,13 @@ class _Merger:
             return
         near = hunk.old_start - 1 if hunk.old_start else None
         start, loose = self.locate(hunk, old, near)
+        if start < 0 and hunk.kind == "search_replace" and not (old[0].strip() and
+                                                                old[-1].strip()):
+            # Blank lines at the edges of the SEARCH text that the file lacks there (as
+            # Aider and Roo-Code do): look again without them, and keep the replacement's
+            # own edge blank lines only where they repeated the SEARCH's.
+            old, new = _trim_blank_edges(old, new)
+            start, loose = self.locate(hunk, old, near)
         if start < 0:
             what = "SEARCH block" if hunk.kind == "search_replace" else "diff hunk"
             closest = _closest(old, self.orig)

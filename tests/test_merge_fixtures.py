@@ -196,3 +196,15 @@ def test_a_table_whose_rows_start_with_numbers_keeps_them() -> None:
     original = "1 | one\n5 | five\n"
     snippet = "<<<<<<< SEARCH\n1 | one\n5 | five\n=======\n1 | one\n5 | FIVE\n>>>>>>> REPLACE\n"
     assert apply_snippet(original, snippet).check() == "1 | one\n5 | FIVE\n"
+
+
+def test_numbered_search_lines_with_a_plain_replacement() -> None:
+    original = "a = 1\nb = 2\nc = 3\n"
+    snippet = "<<<<<<< SEARCH\n2 | b = 2\n=======\nb = 20\n>>>>>>> REPLACE\n"
+    assert apply_snippet(original, snippet).check() == "a = 1\nb = 20\nc = 3\n"
+
+
+def test_blank_lines_at_the_edges_of_a_search_that_the_file_lacks_are_ignored() -> None:
+    original = "def f():\n    a()\n    b()\n"
+    snippet = "<<<<<<< SEARCH\n\n    a()\n    b()\n\n=======\n    a()\n    c()\n>>>>>>> REPLACE\n"
+    assert apply_snippet(original, snippet).check() == "def f():\n    a()\n    c()\n"
