@@ -10,7 +10,10 @@ Three notations, alone or mixed in one snippet:
 * **SEARCH/REPLACE** blocks, Aider's (``<<<<<<< SEARCH`` / ``=======`` /
   ``>>>>>>> REPLACE``) and Cline's (``------- SEARCH`` / ``=======`` /
   ``+++++++ REPLACE``), with runs of 3 or more of the marker character and separators of
-  3 or more ``=`` (models write other lengths than 7);
+  3 or more ``=`` (models write other lengths than 7); the file path and code fence
+  that Aider writes around a block are skipped; Roo-Code's forms are read too: a
+  ``:start_line:N`` / ``-------`` head or ``SEARCH (N)`` (where to look), lines copied
+  with their numbers (``12 | code``) and marker lines escaped as ``\\=======``;
 * **unified diffs**, with or without line numbers in the ``@@`` headers (whose counts are
   not trusted: a hunk is every following line with a diff prefix), or without headers.
 
