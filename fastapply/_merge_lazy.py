@@ -556,6 +556,35 @@ def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
     return out
 
 
+#: A method or function header that opens a body: ``name(args) {`` with optional
+#: modifiers and return type (JavaScript/TypeScript class methods, Java, C#, Kotlin, ...).
+_METHOD = re.compile(r"^\s*(?:(?:public|private|protected|internal|static|async|override|"
+                     r"final|abstract|get|set|fun|fn|func)\s+)*([A-Za-z_]\w*)\s*\([^()]*\)"
+                     r"\s*(?::\s*[^{}=;]+)?\{\s*$")
+_NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "with", "return", "function",
+                        "else", "elif", "do", "try", "foreach", "using", "lock", "when"})
+
+
+def removed_definitions(region: Sequence[str], kept: set[int], seg: Sequence[str]
+                        ) -> list[str]:
+    """Names defined by the lines of ``region`` a placement removes (those not in
+    ``kept``) that the segment never mentions: ``def``/``class``/``function``/... lines
+    (as DROP_DEF) and method headers (``name(args) {``).
+
+    >>> removed_definitions(["  down() {", "    n -= 1;", "  }"], {2}, ["  reset() {"])
+    ['down']
+    """
+    words = {w for s in seg for w in _WORD.findall(s)}
+    lost = []
+    for k, line in enumerate(region):
+        if k in kept:
+            continue
+        m = _DEF.match(line) or _METHOD.match(line)
+        if m and m.group(1) not in words and m.group(1) not in _NOT_NAMES:
+            lost.append(m.group(1))
+    return lost
+
+
 def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:
     """Are the two runs of lines equal (ignoring blank lines at the end of the file)?"""
     a, b = list(a), list(b)

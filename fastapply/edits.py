@@ -10,7 +10,10 @@ Three notations, alone or mixed in one snippet:
 * **SEARCH/REPLACE** blocks, Aider's (``<<<<<<< SEARCH`` / ``=======`` /
   ``>>>>>>> REPLACE``) and Cline's (``------- SEARCH`` / ``=======`` /
   ``+++++++ REPLACE``), with runs of 3 or more of the marker character and separators of
-  3 or more ``=`` (models write other lengths than 7);
+  3 or more ``=`` (models write other lengths than 7); the file path and code fence
+  that Aider writes around a block are skipped; Roo-Code's forms are read too: a
+  ``:start_line:N`` / ``-------`` head or ``SEARCH (N)`` (where to look), lines copied
+  with their numbers (``12 | code``) and marker lines escaped as ``\\=======``;
 * **unified diffs**, with or without line numbers in the ``@@`` headers (whose counts are
   not trusted: a hunk is every following line with a diff prefix), or without headers.
 
@@ -32,8 +35,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["BLOCK_FORM", "BLOCK_MARKER", "EditError", "EditPlan", "Hunk", "detect_format",
-           "is_marker", "parse_edit"]
+__all__ = ["BLOCK_FORM", "BLOCK_MARKER", "SEPARATOR", "EditError", "EditPlan", "Hunk",
+           "detect_format", "is_marker", "parse_edit"]
 
 
 class EditError(ValueError):
@@ -50,9 +53,12 @@ _MARKER_RE = re.compile(
 )
 _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
 #: Block markers: a run of 3 or more of one character (7 is the norm; models write others).
-_SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH\s*$")
+#: (A start marker may carry the line to look at, ``SEARCH (12)``, as Roo-Code's older
+#: format did, or a stray ``>``.)
+_SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH(?:>|\s*\((\d+)\))?\s*$")
 _SR_SEP = re.compile(r"^\s*={3,}\s*$")
-_SR_SEP_7 = re.compile(r"^\s*={7}\s*$")
+#: The separator of the norm (a second one in a block is text, or a doubled separator).
+SEPARATOR = re.compile(r"^\s*={7}\s*$")
 _SR_END = re.compile(r"^\s*(?:>{3,}|\+{3,})\s*REPLACE\s*$")
 #: Lines that look like a block or merge-conflict marker: never file content unless the
 #: file has them (a malformed block read as code would write its markers into the file).
@@ -61,6 +67,17 @@ BLOCK_MARKER = re.compile(r"^\s*(?:[<>=+\-|]{2,}\s*(?:SEARCH|REPLACE)\W*|"
 #: How a SEARCH/REPLACE block is written (for messages).
 BLOCK_FORM = ("write each block as a line '<<<<<<< SEARCH', the lines to find, a line "
               "'=======', the lines that replace them, and a line '>>>>>>> REPLACE'")
+#: Around SEARCH/REPLACE blocks, not code: a code fence, and (before a block) the path of
+#: the file it edits, as Aider and Roo-Code write them (``src/app.py``, `` `app.py` ``).
+_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+#.-]*\s*$")
+_FILE_NAME = re.compile(r"^[\s`*#]*(?:[\w.-]+[/\\])*[\w-]+\.\w+[`*:\s]*$")
+#: A marker line inside a block's text, escaped with a backslash (Roo-Code's convention).
+_ESCAPED = re.compile(r"^\\(?=<{7}|={7}|>{7}|-{7}|:start_line:|:end_line:)")
+#: A line number copied from a numbered listing (Roo-Code shows files as ``N | line``).
+_NUMBERED = re.compile(r"^\s*(\d+)\s+\|(?!\|)\s?")
+#: Roo-Code's line hint at the top of a SEARCH block: ``:start_line:N`` then ``-------``.
+_START_LINE = re.compile(r"^\s*:start_line:\s*(\d+)\s*$")
+_HINT_END = re.compile(r"^\s*(?::end_line:\s*\d+|-{3,})\s*$")
 #: ``@@ -a,b +c,d @@ ...``, a bare ``@@ ... @@``, or a lone ``@@`` (optionally followed by
 #: a context hint, as in OpenAI's patch format).
 _UDIFF_HUNK = re.compile(
@@ -107,7 +124,11 @@ class Hunk:
     marker_before: bool = False
     #: Lazy: a marker follows the segment (it does not run to the end of the file).
     marker_after: bool = False
-    #: Unified diff: the old-file line number from the ``@@`` header (1-based), if any.
+    #: SEARCH/REPLACE: lines of ``new`` that were escaped marker lines (``\=======``):
+    #: text the writer meant, not a malformed block.
+    escaped: frozenset[int] = frozenset()
+    #: The old-file line number from a diff's ``@@`` header or a SEARCH block's
+    #: ``:start_line:`` (1-based), if any: where to look first.
     old_start: int | None = None
 
     @property
@@ -156,13 +177,19 @@ def parse_edit(snippet: str) -> EditPlan:
                 marker_after=marker_after)
         lazy = []
 
+    after_block = False  # only blank lines since the last SEARCH/REPLACE block
     while i < len(lines):
         line = lines[i]
         if _SR_START.match(line):
+            _drop_block_heading(lazy)
             flush_lazy(marker_after=True)
             i = _parse_block(lines, i, counts["search_replace"] + 1, add)
-            marker_before = True
+            marker_before = after_block = True
             continue
+        if after_block and _FENCE.match(line):  # the fence that closes a block
+            i += 1
+            continue
+        after_block = after_block and not line.strip()
         header = _UDIFF_HUNK.match(line)
         if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
             flush_lazy(marker_after=True)
@@ -193,6 +220,46 @@ def parse_edit(snippet: str) -> EditPlan:
     return EditPlan(tuple(hunks))
 
 
+def _drop_block_heading(lazy: list[str]) -> None:
+    """Remove what heads a SEARCH/REPLACE block from the end of ``lazy``: blank lines, an
+    opening code fence and the file's path.
+
+    >>> lazy = ["x = 1", "", "src/app.py", "```python"]
+    >>> _drop_block_heading(lazy); lazy
+    ['x = 1']
+    """
+    def strip() -> None:
+        while lazy and (not lazy[-1].strip() or _FENCE.match(lazy[-1])):
+            lazy.pop()
+
+    strip()
+    if lazy and _FILE_NAME.match(lazy[-1]) and not is_marker(lazy[-1]):
+        lazy.pop()
+        strip()
+
+
+def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
+    """The line numbers a block's text was copied with from a numbered listing
+    (``12 | code``), or []: every SEARCH line numbered, consecutively, and every
+    REPLACE line numbered too, or none of them, as Roo-Code strips them.
+
+    >>> _listing_numbers(["7 | a", "8 | b"], ["7 | a", "8 | c"]), _listing_numbers(["1 | x"], ["y"])
+    ([7, 8], [1])
+    >>> _listing_numbers(["1 | x", "2 | y"], ["1 | x", "z"])  # some REPLACE lines numbered
+    []
+    >>> _listing_numbers(["1 | x", "3 | y"], [])  # not consecutive: a table, say
+    []
+    """
+    found = [_NUMBERED.match(s) for s in old]
+    if not old or not all(found):
+        return []
+    numbers = [int(m.group(1)) for m in found if m]
+    if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        return []
+    numbered = [bool(_NUMBERED.match(s)) for s in new if s.strip()]
+    return numbers if all(numbered) or not any(numbered) else []
+
+
 def _parse_block(lines: list[str], start: int, number: int,
                  add: Callable[..., None]) -> int:
     """Parse the SEARCH/REPLACE block starting at ``lines[start]``; return the index after
@@ -208,14 +275,32 @@ def _parse_block(lines: list[str], start: int, number: int,
         raise EditError(f"{label} has no ======= line{before}")
     if end == len(lines) or _SR_START.match(lines[end]):
         raise EditError(f"{label} has no >>>>>>> REPLACE line{before}")
-    sevens = [k for k in seps if _SR_SEP_7.match(lines[k])]
+    sevens = [k for k in seps if SEPARATOR.match(lines[k])]
     if not sevens and len(seps) > 1:
         where = ", ".join(str(k + 1) for k in seps[:-1]) + f" and {seps[-1] + 1}"
         raise EditError(f"{label} has {len(seps)} lines that could be its separator (lines "
                         f"{where}); separate the SEARCH and REPLACE text by one line "
                         f"'======='")
     sep = (sevens or seps)[0]
-    add("search_replace", lines[start + 1:sep], lines[sep + 1:end], start + 1)
+    numbered = _SR_START.match(lines[start])
+    old, old_start = lines[start + 1:sep], None
+    if numbered and numbered.group(1):
+        old_start = int(numbered.group(1)) or None
+    hint = _START_LINE.match(old[0]) if old else None
+    if hint:  # Roo-Code's ":start_line:N" and "-------" lines: where to look first
+        old_start = int(hint.group(1)) or None
+        old = old[1:]
+        while old and _HINT_END.match(old[0]):
+            old = old[1:]
+    new = lines[sep + 1:end]
+    numbers = _listing_numbers(old, new)
+    if numbers:
+        old_start = old_start or numbers[0]
+        old, new = [_NUMBERED.sub("", s) for s in old], [_NUMBERED.sub("", s) for s in new]
+    escaped = frozenset(k for k, s in enumerate(new) if _ESCAPED.match(s))
+    add("search_replace", [_ESCAPED.sub("", s) for s in old],
+        [_ESCAPED.sub("", s) for s in new], start + 1, old_start=old_start,
+        escaped=escaped)
     return end + 1
 
 
