@@ -225,27 +225,27 @@ def parse_chat(body: dict[str, Any]) -> MergeRequest:
     options = _typed(body, "stream_options", dict, "an object") or {}
     include_usage = bool(_typed(options, "include_usage", bool, "true or false"))
     max_tokens = _max_tokens(body)
-    instruction, code, update = split_tags(_last_user_message(body.get("messages")))
+    text = _last_user_message(body.get("messages"))
+    instruction, code, update = split_tags(text)
     prediction = _prediction(body)
     if code is not None and prediction is not None and code != prediction:
         raise ApiError(400, "the message's <code> and prediction.content differ; send the "
                             "original file once", param="prediction", code="conflicting_fields")
     original = code if code is not None else prediction
-    if original is None and "<code>" in _last_user_message(body["messages"]):
-        raise ApiError(400, "the last user message has <code> but no '</code>' directly "
-                            "followed by '<update>'; write <code>FILE</code> then "
-                            "<update>EDIT</update>", param="messages", code="missing_update")
+    if original is None and "<code>" in text:
+        if update is None:
+            raise ApiError(400, "the last user message has <code> but no <update>...</update>"
+                                "; put the edit snippet in it", param="messages",
+                           code="missing_update")
+        raise ApiError(400, "in the last user message '</code>' is not directly followed by "
+                            "'<update>'; write <code>FILE</code> then <update>EDIT</update>",
+                       param="messages", code="misplaced_tags")
     if original is None:
         raise ApiError(400, "no original file: put it in <code>...</code> before <update>"
                             "...</update> in the last user message (Morph/Relace), or send "
                             "it as prediction.content (OpenAI Predicted Outputs)",
                        param="messages", code="missing_code")
     if update is None:
-        if code is not None:
-            raise ApiError(400, "the last user message has <code> but no <update>...</update>"
-                                "; put the edit snippet in it", param="messages",
-                           code="missing_update")
-        text = _last_user_message(body["messages"])
         fenced = _FENCE.match(text)
         update = fenced.group(1) if fenced and "\n```" not in fenced.group(1) else text
     return MergeRequest(original, update, instruction, stream, max_tokens, model,

@@ -167,19 +167,20 @@ class Upstream:
         client = await self._acquire()
         pending = self.pool.submit(client.apply, req.initial_code, req.edit_snippet,
                                    req.instruction, req.max_tokens)
+        waiter = asyncio.wrap_future(pending)
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
-            await asyncio.wait((asyncio.wrap_future(pending), gone),
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((waiter, gone), return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-            if not pending.done():  # the client left, or this task was cancelled
+            if not waiter.done():  # the client left, or this task was cancelled
                 client.cancel()
+                waiter.cancel()
             self._give_back(client, pending)
-        if not pending.done():
+        if waiter.cancelled():
             return None
         try:
-            return pending.result()
+            return waiter.result()
         except FastApplyError as exc:
             raise upstream_error(str(exc), exc.reported) from None
 
@@ -198,24 +199,23 @@ class Upstream:
         try:
             try:
                 text = await asyncio.wrap_future(pending)
-            except FastApplyError as exc:
+            except FastApplyError as exc:  # before any output: the caller answers an error
                 ended = True
                 raise upstream_error(str(exc), exc.reported) from None
             yield events.start() + (events.delta(text) if text is not None else b"")
-            while text is not None:
-                pending = self.pool.submit(next, chunks, None)
-                text = await asyncio.wrap_future(pending)
-                if text is not None:
-                    yield events.delta(text)
-            ended = True
-            yield events.end(check_complete(stream.stats))
-        except FastApplyError as exc:
-            ended = True
-            yield sse(upstream_error(str(exc), exc.reported).body())
-        except ApiError as exc:
-            if not ended:
-                raise
-            yield sse(exc.body())
+            try:
+                while text is not None:
+                    pending = self.pool.submit(next, chunks, None)
+                    text = await asyncio.wrap_future(pending)
+                    if text is not None:
+                        yield events.delta(text)
+                ended = True
+                yield events.end(check_complete(stream.stats))
+            except FastApplyError as exc:
+                ended = True
+                yield sse(upstream_error(str(exc), exc.reported).body())
+            except ApiError as exc:  # cut off by the token budget
+                yield sse(exc.body())
         finally:
             if not ended:  # the HTTP client went away: stop the upstream request
                 client.cancel()

@@ -1,0 +1,291 @@
+"""The OpenAI/Morph/Relace HTTP front against a real tritonserver, through real clients.
+
+The ``openai`` package (sync, streaming, errors) and raw HTTP (Relace's REST shape, SSE)
+talk to ``python -m fastapply.openai_server`` on a loopback port, which talks gRPC to the
+deterministic-runtime server of conftest.py; the tiny random model's server checks that a
+file cut off by the token budget is refused, and that a client leaving mid-stream cancels
+the request in Triton.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_serving import MERGED, ORIGINAL, SNIPPET, mergeable
+
+from fastapply.openai_server import OpenAIFront
+
+pytestmark = pytest.mark.server
+MORPH = f"<instruction>return 10</instruction>\n<code>{ORIGINAL}</code>\n<update>{SNIPPET}</update>"
+
+
+def start_front(server: Any, tmp_path_factory: pytest.TempPathFactory) -> OpenAIFront:
+    log = tmp_path_factory.mktemp("front") / "front.log"
+    return OpenAIFront(server.grpc_url, log_path=log).start()
+
+
+@pytest.fixture(scope="module")
+def front(det_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAIFront]:
+    f = start_front(det_server, tmp_path_factory)
+    yield f
+    f.stop()
+
+
+@pytest.fixture(scope="module")
+def sdk(front: OpenAIFront) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=f"{front.url}/v1", api_key="any", max_retries=0)
+
+
+def post(front: OpenAIFront, path: str, body: bytes | dict[str, Any]
+         ) -> tuple[int, str, bytes]:
+    """(status, content type, body) of a raw HTTP POST."""
+    conn = http.client.HTTPConnection("127.0.0.1", front.port, timeout=60)
+    try:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        conn.request("POST", path, data, {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type") or "", r.read()
+    finally:
+        conn.close()
+
+
+def events(raw: bytes) -> list[Any]:
+    """The data of each server-sent event ('[DONE]' as the string)."""
+    out = []
+    for block in raw.decode().split("\n\n"):
+        if block.startswith("data: "):
+            data = block[len("data: "):]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+# -- the openai package -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["auto", "morph-v3-fast", "morph-v3-large",
+                                   "relace-apply-3", "anything"])
+def test_morph_style_chat_completion(sdk: Any, model: str) -> None:
+    done = sdk.chat.completions.create(model=model,
+                                       messages=[{"role": "user", "content": MORPH}])
+    assert done.choices[0].message.content == MERGED
+    assert done.choices[0].finish_reason == "stop" and done.model == model
+    assert done.usage.completion_tokens_details.accepted_prediction_tokens == 0
+    assert done.model_extra["stats"]["finish_reason"] == "merged"  # an object
+
+
+def test_corpus_edits_equal_the_direct_grpc_merge(sdk: Any, det_server: Any,
+                                                  corpus: Any) -> None:
+    from fastapply.client import FastApplyClient
+
+    with FastApplyClient(det_server.grpc_url) as direct:
+        for edit, fmt in mergeable(corpus, 9):
+            snippet = edit[fmt]
+            morph = sdk.chat.completions.create(model="auto", messages=[{
+                "role": "user",
+                "content": f"<code>{edit['original']}</code>\n<update>{snippet}</update>"}])
+            predicted = sdk.chat.completions.create(
+                model="auto", messages=[{"role": "user", "content": snippet}],
+                prediction={"type": "content", "content": edit["original"]})
+            expected = direct.apply(edit["original"], snippet).merged_code
+            assert expected == edit["updated"]
+            assert morph.choices[0].message.content == expected, edit["id"]
+            assert predicted.choices[0].message.content == expected, edit["id"]
+
+
+def test_streaming_chunks_then_done(sdk: Any, front: OpenAIFront) -> None:
+    stream = sdk.chat.completions.create(model="auto", stream=True,
+                                         messages=[{"role": "user", "content": MORPH}],
+                                         stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == MERGED
+    finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert [c.choices[0].finish_reason for c in finish] == ["stop"]
+    assert finish[0].model_extra["stats"]["finish_reason"] == "merged"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    status, ctype, raw = post(front, "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": MORPH}], "stream": True})
+    assert (status, ctype.split(";")[0]) == (200, "text/event-stream")
+    assert events(raw)[-1] == "[DONE]"
+
+
+def test_client_errors_are_4xx_with_the_reason(sdk: Any) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError, match="no <update>") as missing:
+        sdk.chat.completions.create(model="auto", messages=[{
+            "role": "user", "content": f"<code>{ORIGINAL}</code>"}])
+    assert missing.value.body["code"] == "missing_update"
+    unmergeable = f"<code>{ORIGINAL}</code>\n<update><<<<<<< SEARCH\nnope\n=======\nx\n" \
+                  f">>>>>>> REPLACE\n</update>"
+    for stream in (False, True):  # a streamed request refused up front is an HTTP 400 too
+        with pytest.raises(openai.BadRequestError, match="SEARCH block 1"):  # Triton's words
+            sdk.chat.completions.create(model="auto", stream=stream, messages=[
+                {"role": "user", "content": unmergeable}])
+    with pytest.raises(openai.BadRequestError, match="stream must be true or false"):
+        sdk.chat.completions.create(model="auto", messages=[{"role": "user",
+                                                              "content": MORPH}],
+                                    extra_body={"stream": "yes"})
+    again = sdk.chat.completions.create(model="auto", messages=[{"role": "user",
+                                                                  "content": MORPH}])
+    assert again.choices[0].message.content == MERGED  # still serving
+
+
+def test_models_accept_any_name(sdk: Any) -> None:
+    names = [m.id for m in sdk.models.list()]
+    assert {"auto", "morph-v3-fast", "morph-v3-large", "relace-apply-3"} <= set(names)
+    assert sdk.models.retrieve("my-own-name").id == "my-own-name"
+
+
+@pytest.mark.parametrize(("body", "status", "code"), [
+    (b"{", 400, "invalid_json"),
+    (b"", 400, "invalid_json"),
+    (b'{"messages": "hi"}', 400, "invalid_type"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 99999999999}', 400,
+     "invalid_value"),
+])
+def test_raw_bad_bodies_get_openai_error_json(front: OpenAIFront, body: bytes, status: int,
+                                              code: str) -> None:
+    got, ctype, raw = post(front, "/v1/chat/completions", body)
+    error = json.loads(raw)["error"]
+    assert (got, ctype, error["code"]) == (status, "application/json", code)
+    assert set(error) == {"message", "type", "param", "code"}
+
+
+def test_unknown_routes_and_methods(front: OpenAIFront) -> None:
+    assert post(front, "/v1/completions", {})[0] == 404
+    status, _, raw = post(front, "/v1/models", {})
+    assert status == 405 and "not allowed" in json.loads(raw)["error"]["message"]
+
+
+# -- Relace /v1/code/apply ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("names", [("initialCode", "editSnippet"),
+                                   ("initial_code", "edit_snippet")])
+def test_relace_apply_json(front: OpenAIFront, names: tuple[str, str]) -> None:
+    status, ctype, raw = post(front, "/v1/code/apply", {names[0]: ORIGINAL,
+                                                        names[1]: SNIPPET})
+    answer = json.loads(raw)
+    assert (status, ctype, answer["mergedCode"]) == (200, "application/json", MERGED)
+    assert set(answer["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    assert isinstance(answer["stats"], dict) and answer["stats"]["finish_reason"] == "merged"
+
+
+def test_relace_apply_streams_server_sent_events(front: OpenAIFront) -> None:
+    status, ctype, raw = post(front, "/v1/code/apply", {
+        "initialCode": ORIGINAL, "editSnippet": SNIPPET, "stream": True})
+    got = events(raw)
+    assert (status, ctype.split(";")[0], got[-1]) == (200, "text/event-stream", "[DONE]")
+    assert "".join(e["chunk"] for e in got if "chunk" in e) == MERGED
+    assert isinstance(got[-2]["stats"], dict) and "usage" in got[-2]
+
+
+def test_relace_apply_errors(front: OpenAIFront) -> None:
+    status, _, raw = post(front, "/v1/code/apply", {"initialCode": ORIGINAL})
+    assert status == 400 and "editSnippet is missing" in json.loads(raw)["error"]["message"]
+    status, _, raw = post(front, "/v1/code/apply", {"initialCode": ORIGINAL,
+                                                    "editSnippet": " "})
+    assert status == 400 and "edit_snippet is empty" in json.loads(raw)["error"]["message"]
+
+
+# -- the tiny model: truncation refused, departures cancel --------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_front(tiny_server: Any, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[OpenAIFront]:
+    f = start_front(tiny_server, tmp_path_factory)
+    yield f
+    f.stop()
+
+
+@pytest.mark.slow
+def test_a_file_cut_off_by_max_tokens_is_never_a_success(tiny_front: OpenAIFront) -> None:
+    import openai
+
+    sdk = openai.OpenAI(base_url=f"{tiny_front.url}/v1", api_key="any", max_retries=0)
+    ask = {"model": "auto", "max_tokens": 5, "messages": [{"role": "user", "content": MORPH}]}
+    with pytest.raises(openai.BadRequestError):
+        sdk.chat.completions.create(**ask)
+    with pytest.raises(openai.APIError):  # an HTTP 400, or an error event after deltas
+        for _ in sdk.chat.completions.create(**ask, stream=True):
+            pass
+    status, _, raw = post(tiny_front, "/v1/code/apply", {
+        "initialCode": ORIGINAL, "editSnippet": SNIPPET, "max_tokens": 5, "stream": True})
+    got = events(raw) if status == 200 else [json.loads(raw)]
+    assert "[DONE]" not in got and "error" in got[-1]
+
+
+def outcomes(server: Any) -> dict[str, float]:
+    """fastapply_requests_total by outcome, from the server's metrics port."""
+    with urllib.request.urlopen(server.metrics_url, timeout=5) as r:
+        text = r.read().decode()
+    return {line.split('outcome="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line.startswith("fastapply_requests_total{")}
+
+
+@pytest.mark.slow
+def test_leaving_mid_stream_cancels_the_request_in_triton(tiny_front: OpenAIFront,
+                                                          tiny_server: Any) -> None:
+    before = outcomes(tiny_server)
+    body = json.dumps({"initialCode": "a = 1\n", "editSnippet": "a = 2\n",
+                       "max_tokens": 900, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", tiny_front.port), timeout=60) as s:
+        s.sendall(b"POST /v1/code/apply HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")  # streaming has begun
+    # The model applies its counters at most every 0.1 s, on a request's way out: refused
+    # requests (an empty snippet) carry the cancellation's count out. A bounded wait.
+    deadline = time.monotonic() + 60
+    while outcomes(tiny_server)["cancelled"] == before["cancelled"] and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+        status, _, raw = post(tiny_front, "/v1/code/apply", {"initialCode": ORIGINAL,
+                                                             "editSnippet": " "})
+        assert status == 400 and b"edit_snippet is empty" in raw  # and the front serves on
+    after = outcomes(tiny_server)
+    assert after["cancelled"] == before["cancelled"] + 1, (before, after)
+
+
+# -- `fastapply serve --openai-port` ------------------------------------------------------
+
+
+def test_serve_starts_the_front_and_stops_it(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    import openai
+    from test_serving import serve_command
+
+    from fastapply.serving import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(serve_command("--openai-port", str(port)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(6)]
+        assert any(f"OpenAI   http://127.0.0.1:{port}/v1" in line for line in lines), lines
+        sdk = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+        done = sdk.chat.completions.create(model="auto",
+                                           messages=[{"role": "user", "content": MORPH}])
+        assert done.choices[0].message.content == MERGED
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
