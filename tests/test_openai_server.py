@@ -199,6 +199,34 @@ def test_relace_apply_errors(front: OpenAIFront) -> None:
     assert status == 400 and "edit_snippet is empty" in json.loads(raw)["error"]["message"]
 
 
+@pytest.mark.slow
+def test_aiperf_profiles_the_chat_endpoint_without_errors(front: OpenAIFront, tmp_path: Path,
+                                                          tiny_model_dir: Path) -> None:
+    """NVIDIA's AIPerf (genai-perf's successor; genai-perf itself needs the perf_analyzer
+    binary, which pip does not provide) drives the streamed chat endpoint. Opt-in: it
+    pulls ~1.2 GB, so install it in a venv of its own and set FASTAPPLY_AIPERF."""
+    import os
+    import subprocess
+
+    aiperf = os.environ.get("FASTAPPLY_AIPERF")
+    if not aiperf:
+        pytest.skip("set FASTAPPLY_AIPERF to an aiperf executable (pip install aiperf in "
+                    "a separate venv) to run this")
+    dataset = tmp_path / "edits.jsonl"
+    dataset.write_text(json.dumps({"text": MORPH}) + "\n")
+    out = tmp_path / "aiperf"
+    done = subprocess.run(
+        [aiperf, "profile", "--model", "fast_apply", "--url", front.url, "--endpoint-type",
+         "chat", "--streaming", "--input-file", str(dataset), "--custom-dataset-type",
+         "single_turn", "--tokenizer", str(tiny_model_dir), "--request-count", "20",
+         "--concurrency", "2", "--ui", "none", "--artifact-dir", str(out)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    report = json.loads((out / "profile_export_aiperf.json").read_text())
+    assert report["request_count"]["avg"] == 20 and report["error_summary"] == []
+    assert report["time_to_first_token"]["unit"] == "ms"
+
+
 # -- the tiny model: truncation refused, departures cancel --------------------------------
 
 
