@@ -267,12 +267,8 @@ def outcomes(server: Any) -> dict[str, float]:
 def test_leaving_mid_stream_cancels_the_request_in_triton(tiny_front: OpenAIFront,
                                                           tiny_server: Any) -> None:
     before = outcomes(tiny_server)
-    body = json.dumps({"initialCode": "a = 1\n", "editSnippet": "a = 2\n",
-                       "max_tokens": 900, "stream": True}).encode()
-    with socket.create_connection(("127.0.0.1", tiny_front.port), timeout=60) as s:
-        s.sendall(b"POST /v1/code/apply HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        assert s.recv(65536).startswith(b"HTTP/1.1 200")  # streaming has begun
+    leave_mid_request(tiny_front, "/v1/code/apply", {
+        "initialCode": "a = 1\n", "editSnippet": "a = 2\n", "max_tokens": 900, "stream": True})
     # The model applies its counters at most every 0.1 s, on a request's way out: refused
     # requests (an empty snippet) carry the cancellation's count out. A bounded wait.
     deadline = time.monotonic() + 60
@@ -284,6 +280,34 @@ def test_leaving_mid_stream_cancels_the_request_in_triton(tiny_front: OpenAIFron
         assert status == 400 and b"edit_snippet is empty" in raw  # and the front serves on
     after = outcomes(tiny_server)
     assert after["cancelled"] == before["cancelled"] + 1, (before, after)
+
+
+def leave_mid_request(front: OpenAIFront, path: str, body: dict[str, Any]) -> None:
+    """Send a request, wait until the server is at work on it, and hang up."""
+    data = json.dumps(body).encode()
+    with socket.create_connection(("127.0.0.1", front.port), timeout=60) as s:
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(data), data))
+        if body.get("stream"):
+            assert s.recv(65536).startswith(b"HTTP/1.1 200")  # streaming has begun
+        else:
+            s.settimeout(0.5)
+            with pytest.raises(TimeoutError):  # still merging: no answer yet
+                s.recv(1)
+
+
+@pytest.mark.slow
+def test_clients_that_leave_give_their_slot_back(tiny_server: Any, tmp_path: Path) -> None:
+    # One request in flight at a time: a slot kept by a departed client would make the
+    # last request wait forever (here: fail after the client's 60 s timeout).
+    with OpenAIFront(tiny_server.grpc_url, concurrency=1,
+                     log_path=tmp_path / "front.log") as front:
+        long_merge = {"initialCode": "a = 1\n", "editSnippet": "a = 2\n", "max_tokens": 900}
+        leave_mid_request(front, "/v1/code/apply", long_merge)
+        leave_mid_request(front, "/v1/code/apply", {**long_merge, "stream": True})
+        status, _, raw = post(front, "/v1/code/apply", {
+            "initialCode": ORIGINAL, "editSnippet": " "})
+        assert status == 400 and b"edit_snippet is empty" in raw
 
 
 # -- `fastapply serve --openai-port` ------------------------------------------------------
