@@ -10,7 +10,6 @@ import pytest
 MODULES = [
     "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
     "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
-    "fastapply.openai_api",
 ]
 
 

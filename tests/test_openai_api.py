@@ -252,3 +252,12 @@ def test_upstream_errors_map_to_statuses(message: str, reported: bool, status: i
 
 def test_split_tags_without_tags() -> None:
     assert split_tags("plain") == (None, None, None)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import fastapply.openai_api
+
+    result = doctest.testmod(fastapply.openai_api)
+    assert result.failed == 0 and result.attempted > 0
