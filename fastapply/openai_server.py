@@ -118,7 +118,6 @@ class Upstream:
             max_workers=concurrency + 1, thread_name_prefix="fastapply-openai")
         self.idle: collections.deque[Any] = collections.deque()  # FastApplyClients
         self.slots = asyncio.Semaphore(concurrency)
-        self.loop: asyncio.AbstractEventLoop | None = None
 
     def _connect(self) -> Any:
         from fastapply.client import FastApplyClient
@@ -131,7 +130,6 @@ class Upstream:
     async def _acquire(self) -> Any:
         from fastapply.client import FastApplyError
 
-        self.loop = asyncio.get_running_loop()
         await self.slots.acquire()
         try:
             return self.idle.pop() if self.idle else await self._call(self._connect)
@@ -144,7 +142,8 @@ class Upstream:
 
     def _give_back(self, client: Any, pending: concurrent.futures.Future[Any] | None,
                    stream: Any = None) -> None:
-        """Return ``client`` to the idle list once its call ``pending`` has ended."""
+        """Return ``client`` to the idle list once its call ``pending`` has ended (called
+        on the event loop, from the request's clean-up)."""
         def finish() -> None:
             if pending is not None:
                 concurrent.futures.wait([pending])
@@ -156,9 +155,9 @@ class Upstream:
             finish()
             self.slots.release()
         else:  # cancelled mid-call: the call fails soon (client.cancel()); wait off the loop
-            assert self.loop is not None
+            loop = asyncio.get_running_loop()
             self.pool.submit(finish).add_done_callback(
-                lambda _: self.loop.call_soon_threadsafe(self.slots.release))  # type: ignore[union-attr]
+                lambda _: loop.call_soon_threadsafe(self.slots.release))
 
     async def apply(self, req: MergeRequest, receive: Callable[[], Any]) -> Any:
         """The whole merge (an ApplyResult), or None if the HTTP client went away first."""
