@@ -125,7 +125,7 @@ def test_client_errors_are_4xx_with_the_reason(sdk: Any) -> None:
     with pytest.raises(openai.BadRequestError, match="no <update>") as missing:
         sdk.chat.completions.create(model="auto", messages=[{
             "role": "user", "content": f"<code>{ORIGINAL}</code>"}])
-    assert missing.value.body["code"] == "missing_update"
+    assert missing.value.code == "missing_update"
     unmergeable = f"<code>{ORIGINAL}</code>\n<update><<<<<<< SEARCH\nnope\n=======\nx\n" \
                   f">>>>>>> REPLACE\n</update>"
     for stream in (False, True):  # a streamed request refused up front is an HTTP 400 too
@@ -243,7 +243,8 @@ def test_a_file_cut_off_by_max_tokens_is_never_a_success(tiny_front: OpenAIFront
     import openai
 
     sdk = openai.OpenAI(base_url=f"{tiny_front.url}/v1", api_key="any", max_retries=0)
-    ask = {"model": "auto", "max_tokens": 5, "messages": [{"role": "user", "content": MORPH}]}
+    ask: Any = {"model": "auto", "max_tokens": 5,
+                "messages": [{"role": "user", "content": MORPH}]}
     with pytest.raises(openai.BadRequestError):
         sdk.chat.completions.create(**ask)
     with pytest.raises(openai.APIError):  # an HTTP 400, or an error event after deltas
