@@ -343,8 +343,10 @@ class OpenAIFront:
                "--host", self.host, "--port", str(self.port),
                "--concurrency", str(self.concurrency)]
         log = self.log_path.open("wb") if self.log_path else None
+        # A session of its own, as Triton's: a terminal's Ctrl-C reaches `fastapply serve`
+        # alone, which then stops both in order.
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None,
-                                        preexec_fn=_die_with_parent)
+                                        start_new_session=True, preexec_fn=_die_with_parent)
         if log:
             log.close()
         deadline = time.monotonic() + self.startup_timeout_s
