@@ -354,7 +354,13 @@ class OpenAIFront:
             if self.process.poll() is not None:
                 status = self.process.returncode
                 self.stop()
-                raise ServerError(f"the OpenAI front exited with status {status} on start")
+                tail = ""
+                if self.log_path is not None:
+                    with contextlib.suppress(OSError):
+                        tail = "; log tail:\n" + "\n".join(
+                            self.log_path.read_text(errors="replace").splitlines()[-5:])
+                raise ServerError(f"the OpenAI front exited with status {status} on start"
+                                  f"{tail}")
             with contextlib.suppress(OSError), \
                     urllib.request.urlopen(f"{self.url}/v1/models", timeout=1) as r:
                 if r.status == 200:

@@ -311,6 +311,29 @@ def test_clients_that_leave_give_their_slot_back(tiny_server: Any, tmp_path: Pat
         assert status == 400 and b"edit_snippet is empty" in raw
 
 
+def test_a_front_that_cannot_bind_says_so(tmp_path: Path) -> None:
+    from fastapply.serving import ServerError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        front = OpenAIFront("127.0.0.1:1", port=taken.getsockname()[1],
+                            log_path=tmp_path / "front.log")
+        with pytest.raises(ServerError, match=r"(?is)exited with status .*address already in use"):
+            front.start()
+    assert front.process is None
+
+
+def test_unreachable_triton_is_a_502_not_a_crash(tmp_path: Path) -> None:
+    from fastapply.serving import free_port
+
+    with OpenAIFront(f"127.0.0.1:{free_port()}", log_path=tmp_path / "front.log") as front:
+        status, _, raw = post(front, "/v1/code/apply", {"initialCode": "a", "editSnippet": "b"})
+    error = json.loads(raw)["error"]
+    assert (status, error["type"]) == (502, "server_error")
+    assert "cannot reach a fastapply server" in error["message"]
+
+
 # -- `fastapply serve --openai-port` ------------------------------------------------------
 
 
