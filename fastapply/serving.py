@@ -226,6 +226,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--http-port", type=int, default=8000)
     p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--openai-port", type=int, default=0,
+                   help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
+                        "(fastapply.openai_server; 0: off)")
 
 
 def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
@@ -264,10 +267,22 @@ def run(args: argparse.Namespace) -> int:
         except ServerError as exc:
             print(f"fastapply serve: the model did not load.\n{exc}", file=sys.stderr)
             return 1
+        front = None
+        try:
+            if getattr(args, "openai_port", 0):
+                from fastapply.openai_server import OpenAIFront
+
+                front = OpenAIFront(server.grpc_url, host=args.host, port=args.openai_port)
+                front.start()
+        except ServerError as exc:
+            server.stop()
+            print(f"fastapply serve: {exc}", file=sys.stderr)
+            return 1
         print(f"fastapply serving model 'fast_apply' from {repo}\n"
               f"  gRPC     {server.grpc_url}\n"
               f"  HTTP     {server.http_url}\n"
               f"  metrics  {server.metrics_url}\n"
+              + (f"  OpenAI   {front.url}/v1\n" if front else "") +
               f"  log      {server.log_path}\n"
               f"Ctrl-C stops it.", flush=True)
         try:
@@ -276,8 +291,13 @@ def run(args: argparse.Namespace) -> int:
                     print(f"fastapply serve: tritonserver exited; log tail:\n"
                           f"{server.log_tail()}", file=sys.stderr)
                     return 1
+                if front and (front.process is None or front.process.poll() is not None):
+                    print("fastapply serve: the OpenAI front exited", file=sys.stderr)
+                    return 1
                 time.sleep(0.5)
         finally:
+            if front:
+                front.stop()
             server.stop()
         print("fastapply serve: stopped.")
         return 0

@@ -255,6 +255,20 @@ def test_ports_follow_values_everywhere() -> None:
     assert svc["grpc"]["port"] == 9001 and svc["grpc"]["targetPort"] == "grpc"
 
 
+def test_openai_port_is_off_by_default_and_a_named_port_of_the_pod_when_set() -> None:
+    default = render({"networkPolicy": {"enabled": True}})
+    assert "--openai-port" not in server(default)["args"]
+    assert "openai" not in {p["name"] for p in one(default, "Service")["spec"]["ports"]}
+    objects = render({"ports": {"openai": 8080}, "networkPolicy": {"enabled": True}})
+    c = server(objects)
+    assert arg_after(c["args"], "--openai-port") == "8080"
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["openai"] == 8080
+    svc = {p["name"]: p for p in one(objects, "Service")["spec"]["ports"]}
+    assert (svc["openai"]["port"], svc["openai"]["targetPort"]) == (8080, "openai")
+    clients = one(objects, "NetworkPolicy")["spec"]["ingress"][0]
+    assert {p["port"] for p in clients["ports"]} == {"http", "grpc", "openai"}
+
+
 def test_service_is_cluster_ip_with_grpc_as_http2() -> None:
     svc = one(render(), "Service")
     assert svc["spec"]["type"] == "ClusterIP"

@@ -42,7 +42,15 @@ _CHANNEL_OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE),
 
 
 class FastApplyError(RuntimeError):
-    """A failed request; ``str(err)`` is the server's own message when it sent one."""
+    """A failed request; ``str(err)`` is the server's own message when it sent one.
+
+    ``reported`` is True when the server answered the request with this error (bad input,
+    its own fault), False for transport failures (unreachable, stream broken, timed out).
+    """
+
+    def __init__(self, message: str, reported: bool = False) -> None:
+        super().__init__(message)
+        self.reported = reported
 
 
 class FastApplyTimeout(FastApplyError):
@@ -72,6 +80,13 @@ class Stream:
                 yield delta
             if stats is not None:
                 self.stats = stats
+
+    def close(self) -> None:
+        """Stop reading: a request still running is abandoned (its stream is reset, so
+        the server sees it cancelled) and the client is free for the next one."""
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
 
 
 def _bytes_element(text: str) -> bytes:
@@ -188,6 +203,8 @@ class FastApplyClient:
 
     # -- plumbing -----------------------------------------------------------------------
     def _ensure_stream(self) -> Any:
+        if self._call is not None and self._call.done():  # cancelled (cancel()) or broken
+            self._reset_stream()
         if self._call is None:
             # queue.SimpleQueue is looked up here, not imported: under gevent's monkey
             # patching (the load test) it must be gevent's cooperative queue.
@@ -239,7 +256,7 @@ class FastApplyClient:
                     if response.error_message:
                         # The request's own error: the stream stays usable.
                         finished = True
-                        raise FastApplyError(response.error_message)
+                        raise FastApplyError(response.error_message, reported=True)
                     result = response.infer_response
                     if result.id != request_id:
                         continue  # a late answer to an abandoned request
@@ -286,6 +303,14 @@ class FastApplyClient:
                max_tokens: int | None = None) -> Stream:
         """Text deltas as the server produces them; ``.stats`` once exhausted."""
         return Stream(self._run(initial_code, edit_snippet, instruction, True, max_tokens))
+
+    def cancel(self) -> None:
+        """Abandon the request in progress, from any thread: the open stream is cancelled
+        (Triton sees the request cancelled) and the caller blocked on it gets a
+        FastApplyError; the next request opens a new stream."""
+        call = self._call
+        if call is not None:
+            call.cancel()
 
     def close(self) -> None:
         self._reset_stream()

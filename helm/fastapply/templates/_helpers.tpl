@@ -133,6 +133,10 @@ the serving pods wait for, so they never start on a stale or half-written engine
 - {{ int .Values.ports.grpc | quote }}
 - --metrics-port
 - {{ int .Values.ports.metrics | quote }}
+{{- if .Values.ports.openai }}
+- --openai-port
+- {{ int .Values.ports.openai | quote }}
+{{- end }}
 {{- range .Values.serve.extraArgs }}
 - {{ . | quote }}
 {{- end }}
