@@ -10,6 +10,8 @@ import pytest
 MODULES = [
     "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
     "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
+    "fastapply.precision", "fastapply.corpus.languages", "fastapply.corpus.snippets",
+    "fastapply.corpus.split", "fastapply.corpus.verify",
 ]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapply.corpus.build import PERMISSIVE, Filters, records
 from fastapply.corpus.gitsource import SourceError, license_of, repo_name, resolve_git_dir
-from fastapply.corpus.split import split_repos
+from fastapply.corpus.split import sample, split_repos
 from fastapply.examples import DataError, load_edits
 
 
@@ -38,6 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--valid", type=Path, required=True, help="JSONL for the validation set")
     s.add_argument("--valid-fraction", type=float, default=0.4)
     s.add_argument("--seed", type=int, default=0)
+    m = sub.add_parser("sample", help="a small per-repository sample (small files only)")
+    m.add_argument("data", type=Path, help="JSONL of edit records")
+    m.add_argument("--out", type=Path, required=True, help="JSONL file to write")
+    m.add_argument("--per-repo", type=int, default=5, help="records per repository at most")
+    m.add_argument("--max-chars", type=int, default=4000,
+                   help="only records whose files have at most this many characters")
+    m.add_argument("--seed", type=int, default=0)
 
 
 def _write(path: Path, recs: list[dict[str, Any]]) -> None:
@@ -94,5 +101,17 @@ def _split(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample(args: argparse.Namespace) -> int:
+    try:
+        recs = load_edits(args.data)
+    except DataError as exc:
+        print(f"fastapply data sample: {exc}", file=sys.stderr)
+        return 2
+    part = sample(recs, args.per_repo, args.max_chars, args.seed)
+    _write(args.out, part)
+    print(f"{args.out}: {len(part)} records from {len({r['repo'] for r in part})} repositories")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    return _build(args) if args.data_command == "build" else _split(args)
+    return {"build": _build, "split": _split, "sample": _sample}[args.data_command](args)

@@ -1,4 +1,5 @@
-"""Split records by repository (never by record) into a tune set and a validation set."""
+"""Split records by repository (never by record) into a tune set and a validation set;
+draw small per-repository samples (the ones shipped in tests/data)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,22 @@ def split_repos(records: Sequence[dict[str, Any]], valid_fraction: float, seed: 
             else:
                 tune.append(repo)
     return tune, valid
+
+
+def sample(records: Sequence[dict[str, Any]], per_repo: int, max_chars: int, seed: int
+           ) -> list[dict[str, Any]]:
+    """Up to ``per_repo`` records of each repository whose files are at most
+    ``max_chars`` characters, drawn with ``seed``; in input order.
+
+    >>> recs = [{"repo": r, "original": "x" * n, "updated": ""} for r in "ab" for n in (1, 9)]
+    >>> [(r["repo"], len(r["original"])) for r in sample(recs, 5, 5, 0)]
+    [('a', 1), ('b', 1)]
+    """
+    by_repo: dict[str, list[int]] = defaultdict(list)
+    for k, r in enumerate(records):
+        if max(len(r["original"]), len(r["updated"])) <= max_chars:
+            by_repo[r["repo"]].append(k)
+    rng = random.Random(seed)
+    chosen = sorted(k for repo in sorted(by_repo)
+                    for k in rng.sample(by_repo[repo], min(per_repo, len(by_repo[repo]))))
+    return [records[k] for k in chosen]
