@@ -64,3 +64,13 @@ def test_validation_sample_precision_floor(field: str, served_floor: int,
     assert got["total"] == 70
     assert got["served"] >= served_floor, got
     assert got["wrong_unflagged"] <= wrong_unflagged_ceiling, got
+
+
+def test_the_deterministic_service_refuses_a_flagged_merge() -> None:
+    from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
+
+    service = FastApplyService(ServiceConfig(runtime="deterministic"))
+    with pytest.raises(InvalidRequest, match=r"cannot be merged: .*looks like a marker"):
+        service.apply(PY, "... existing code ...\ndef b():\n    return 3\n")
+    assert service.apply(PY, "# ...\ndef b():\n    return 3\n").merged_code == \
+        PY.replace("return 2", "return 3")
