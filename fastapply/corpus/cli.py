@@ -86,12 +86,7 @@ def _build(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _split(args: argparse.Namespace) -> int:
-    try:
-        recs = load_edits(args.data)
-    except DataError as exc:
-        print(f"fastapply data split: {exc}", file=sys.stderr)
-        return 2
+def _split(args: argparse.Namespace, recs: list[dict[str, Any]]) -> int:
     tune, valid = split_repos(recs, args.valid_fraction, args.seed)
     for path, repos in ((args.tune, tune), (args.valid, valid)):
         chosen = set(repos)
@@ -101,12 +96,7 @@ def _split(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sample(args: argparse.Namespace) -> int:
-    try:
-        recs = load_edits(args.data)
-    except DataError as exc:
-        print(f"fastapply data sample: {exc}", file=sys.stderr)
-        return 2
+def _sample(args: argparse.Namespace, recs: list[dict[str, Any]]) -> int:
     part = sample(recs, args.per_repo, args.max_chars, args.seed)
     _write(args.out, part)
     print(f"{args.out}: {len(part)} records from {len({r['repo'] for r in part})} repositories")
@@ -114,4 +104,11 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"build": _build, "split": _split, "sample": _sample}[args.data_command](args)
+    if args.data_command == "build":
+        return _build(args)
+    try:
+        recs = load_edits(args.data)
+    except DataError as exc:
+        print(f"fastapply data {args.data_command}: {exc}", file=sys.stderr)
+        return 2
+    return (_split if args.data_command == "split" else _sample)(args, recs)
