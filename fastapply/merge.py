@@ -43,6 +43,7 @@ from fastapply.edits import (
     Hunk,
     parse_edit,
 )
+from fastapply.precision import review
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
 
@@ -614,5 +615,11 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
 
 
 def apply_snippet(original: str, snippet: str) -> MergeResult:
-    """Parse ``snippet`` and merge it into ``original``."""
-    return merge(original, parse_edit(snippet))
+    """Parse ``snippet``, merge it into ``original`` and review the result
+    (:func:`fastapply.precision.review`: what contradicts the snippet is flagged)."""
+    plan = parse_edit(snippet)
+    result = merge(original, plan)
+    found = review(plan, original, result.text)
+    if not found:
+        return result
+    return replace(result, uncertain=result.uncertain + tuple(Uncertainty(*f) for f in found))

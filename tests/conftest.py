@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
-#: The development corpus (../shared/data next to the repository); $FASTAPPLY_DATA overrides.
+#: The development corpus (../shared/data next to the repository), or where that is absent
+#: (a fresh clone) its 60 smallest records shipped in tests/data; $FASTAPPLY_DATA overrides.
+SHARED_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/data/edits-dev.jsonl"
+SHIPPED_CORPUS = Path(__file__).resolve().parent / "data" / "edits-dev-sample.jsonl"
 CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
-              Path(__file__).resolve().parents[1].parent / "shared/data/edits-dev.jsonl")
+              (SHARED_CORPUS if SHARED_CORPUS.is_file() else SHIPPED_CORPUS))
 
 #: Input size limit of the test servers, small so that "too large" is cheap to send.
 TEST_MAX_INPUT_BYTES = 200_000

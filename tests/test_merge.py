@@ -12,8 +12,10 @@ import pytest
 from fastapply.edits import EditError
 from fastapply.merge import MergeResult, Uncertainty, apply_snippet
 
-CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
-              Path(__file__).resolve().parents[1].parent / "shared" / "data" / "edits-dev.jsonl")
+_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "edits-dev.jsonl"
+#: The development corpus, or on a fresh clone its sample shipped in tests/data.
+CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or (
+    _SHARED if _SHARED.is_file() else Path(__file__).with_name("data") / "edits-dev-sample.jsonl"))
 
 PY = ("import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n\n\n"
       "def c():\n    return 3\n")
