@@ -4,7 +4,7 @@
   naming the budget on gRPC (unary-style and streaming), HTTP ``generate`` and
   ``generate_stream``, and in the Python client; never a fragment as success.
 * A client that goes away cancels its request, streaming or not.
-* Bad HTTP input is a 4xx with a message.
+* Bad HTTP input is a 4xx with a message; Triton's admin APIs need the operator's key.
 * A stream the caller stops reading does not block the client's next request.
 """
 
@@ -161,7 +161,7 @@ def test_a_killed_client_cancels_its_non_streaming_request(tiny_server: Any) -> 
         assert c.apply(*TINY_COMPLETE).stats.finish_reason == "stop"  # still serving
 
 
-# -- HTTP: input checks -----------------------------------------------------------------
+# -- HTTP: input checks and the admin APIs -----------------------------------------------
 
 
 @pytest.mark.server
@@ -188,6 +188,47 @@ def test_http_max_tokens_over_int32_is_not_wrapped(det_server: Any, tiny_server:
     assert status == 400
     assert (f"max_tokens is {2**32 + 5}; send a number from 1 to {TINY_CONTEXT_LIMIT_TOKENS}"
             in json.loads(body)["error"])
+
+
+@pytest.mark.server
+def test_admin_apis_need_the_operator_key(det_server: Any) -> None:
+    from fastapply.serving import ADMIN_HEADER
+
+    key = {ADMIN_HEADER: det_server.admin_key}
+    level = {"log_verbose_level": 0}
+    for method, path, body in [("POST", "/v2/logging", level),
+                               ("GET", "/v2/models/fast_apply/config", None),
+                               ("GET", "/v2/models/fast_apply/stats", None),
+                               ("POST", "/v2/repository/index", {}),
+                               ("POST", "/v2/repository/models/fast_apply/unload", {})]:
+        status, text = http(det_server, method, path, body)
+        assert status == 403 and f"expecting header '{ADMIN_HEADER}'" in text, (path, text)
+    assert http(det_server, "POST", "/v2/logging", level, {ADMIN_HEADER: "wrong"})[0] == 403
+    assert http(det_server, "POST", "/v2/logging", level, key)[0] == 200
+    assert http(det_server, "GET", "/v2/models/fast_apply/config", None, key)[0] == 200
+    # Clients need none of it: health, metadata and inference stay open.
+    assert http(det_server, "GET", "/v2/health/ready")[0] == 200
+    assert http(det_server, "GET", "/v2/models/fast_apply")[0] == 200
+    assert http(det_server, "POST", GENERATE,
+                {"initial_code": ORIGINAL, "edit_snippet": SNIPPET})[0] == 200
+
+
+@pytest.mark.server
+def test_grpc_admin_apis_need_the_operator_key(det_server: Any) -> None:
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    from fastapply.serving import ADMIN_HEADER
+
+    with grpc.insecure_channel(det_server.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        request = service_pb2.ModelConfigRequest(name="fast_apply")
+        with pytest.raises(grpc.RpcError, match="restricted"):
+            stub.ModelConfig(request, timeout=30)
+        header = f"triton-grpc-protocol-{ADMIN_HEADER}"
+        config = stub.ModelConfig(request, timeout=30,
+                                  metadata=[(header, det_server.admin_key)]).config
+        assert config.name == "fast_apply"
 
 
 # -- the client: a stream left unread ---------------------------------------------------
