@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -229,6 +230,47 @@ def test_grpc_admin_apis_need_the_operator_key(det_server: Any) -> None:
         config = stub.ModelConfig(request, timeout=30,
                                   metadata=[(header, det_server.admin_key)]).config
         assert config.name == "fast_apply"
+
+
+def serve(*args: str, key: str) -> subprocess.Popen[str]:
+    """``fastapply serve`` with FASTAPPLY_ADMIN_KEY=key on free ports (HTTP port last)."""
+    import os
+
+    from fastapply.serving import ADMIN_KEY_ENV, free_port
+
+    ports = [str(free_port()) for _ in range(3)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "fastapply", "serve", "--grpc-port", ports[0], "--http-port",
+         ports[1], "--metrics-port", ports[2], *args],
+        env={**os.environ, ADMIN_KEY_ENV: key}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.server
+def test_serve_opens_the_admin_apis_with_the_operator_key() -> None:
+    from fastapply.serving import ADMIN_HEADER
+
+    key = "operator-key-0123456789"
+    proc = serve(key=key)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(6)]
+        http_line = next(line for line in lines if "HTTP" in line)
+        assert any(f"header {ADMIN_HEADER}" in line for line in lines), lines
+        server = SimpleNamespace(http_port=int(http_line.rsplit(":", 1)[1]))
+        path = "/v2/models/fast_apply/config"
+        assert http(server, "GET", path)[0] == 403
+        assert http(server, "GET", path, None, {ADMIN_HEADER: key})[0] == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_serve_refuses_a_weak_admin_key() -> None:
+    proc = serve(key="short")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert "the admin key must be at least 16 characters" in err
 
 
 # -- the client: a stream left unread ---------------------------------------------------
