@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from conftest import TINY_COMPLETE
 
@@ -16,6 +18,15 @@ from fastapply.service import (
 )
 
 ORIGINAL = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+
+
+def merge_or_fragment(service: FastApplyService, *args: str, **kwargs: Any) -> ApplyResult:
+    """The result, or the fragment a refused (incomplete) merge produced: the tiny random
+    model rarely finishes a file, and lossless decoding is checked on what it wrote."""
+    try:
+        return service.apply(*args, **kwargs)
+    except IncompleteOutput as exc:
+        return exc.partial
 
 
 @pytest.fixture(scope="module")
@@ -86,15 +97,6 @@ def tiny_services():  # type: ignore[no-untyped-def]
     return make(0), make(64), make
 
 
-def merge_or_fragment(service: FastApplyService, *args: str, **kwargs: object) -> ApplyResult:
-    """The result, or the fragment a refused (incomplete) merge produced: the tiny random
-    model rarely finishes a file, and lossless decoding is checked on what it wrote."""
-    try:
-        return service.apply(*args, **kwargs)  # type: ignore[arg-type]
-    except IncompleteOutput as exc:
-        return exc.partial
-
-
 def test_speculative_service_equals_plain_greedy(tiny_services):  # type: ignore[no-untyped-def]
     plain, spec, _ = tiny_services
     for rec in load_edits()[:3]:
@@ -117,7 +119,7 @@ def test_context_limit_is_refused_not_truncated(tiny_services):  # type: ignore[
         small.apply(rec["original"], rec["lazy_snippet"])
 
 
-def test_a_file_cut_at_max_tokens_is_refused_naming_the_budget(tiny_services):  # type: ignore[no-untyped-def]
+def test_a_file_cut_at_max_tokens_is_refused_naming_the_budget(tiny_services: Any) -> None:
     _, spec, _ = tiny_services
     rec = load_edits()[0]
     deltas: list[str] = []
@@ -130,7 +132,7 @@ def test_a_file_cut_at_max_tokens_is_refused_naming_the_budget(tiny_services):  
     assert isinstance(caught.value, InvalidRequest)  # the server answers INVALID_ARG
 
 
-def test_a_file_cut_by_the_context_limit_is_refused(tiny_services):  # type: ignore[no-untyped-def]
+def test_a_file_cut_by_the_context_limit_is_refused(tiny_services: Any) -> None:
     _, spec, make = tiny_services
     with pytest.raises(IncompleteOutput) as caught:
         spec.apply(*TINY_COMPLETE, max_tokens=1)
@@ -144,7 +146,7 @@ def test_a_file_cut_by_the_context_limit_is_refused(tiny_services):  # type: ign
         tight.apply(*TINY_COMPLETE, max_tokens=prompt_tokens + 11)
 
 
-def test_a_complete_answer_is_returned(tiny_services):  # type: ignore[no-untyped-def]
+def test_a_complete_answer_is_returned(tiny_services: Any) -> None:
     plain, spec, _ = tiny_services
     want = plain.apply(*TINY_COMPLETE)
     got = spec.apply(*TINY_COMPLETE)
@@ -152,7 +154,8 @@ def test_a_complete_answer_is_returned(tiny_services):  # type: ignore[no-untype
     assert got.merged_code == want.merged_code
 
 
-def test_generation_stops_once_the_request_is_cancelled(tiny_services, monkeypatch):  # type: ignore[no-untyped-def]
+def test_generation_stops_once_the_request_is_cancelled(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     _, spec, _ = tiny_services
     monkeypatch.setattr("fastapply.service.CANCEL_CHECK_PERIOD_S", 0.0)
     asked: list[int] = []
