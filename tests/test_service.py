@@ -20,7 +20,7 @@ from fastapply.service import (
 ORIGINAL = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
 
 
-def merge_or_fragment(service: FastApplyService, *args: str, **kwargs: Any) -> ApplyResult:
+def merge_or_fragment(service: FastApplyService, *args: Any, **kwargs: Any) -> ApplyResult:
     """The result, or the fragment a refused (incomplete) merge produced: the tiny random
     model rarely finishes a file, and lossless decoding is checked on what it wrote."""
     try:
