@@ -31,8 +31,10 @@ RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
 
 
-#: How often a running generation asks whether its request was cancelled, in seconds
-#: (in Triton the question is a round trip to the server process, so not every pass).
+#: How often a running generation asks whether its request was cancelled, in seconds.
+#: In Triton the question is a round trip to the server process (measured 23-116 us per
+#: ask on the 2-core CPU machine): every 20 ms costs at most 0.6% of generation time,
+#: where every pass of a ~1 ms model would cost up to 10%.
 CANCEL_CHECK_PERIOD_S = 0.02
 
 
