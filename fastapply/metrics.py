@@ -22,8 +22,13 @@ DEFINITIONS: dict[str, str] = {
     "tokens_per_s": "completion_tokens / total time, tokens per second",
     "chars_per_s": "characters of the merged file / total time, characters per second",
     "finish_reason": "stop (the model ended), length (token budget reached) or merged "
-                     "(deterministic runtime: no model)",
+                     "(deterministic runtime: no model); only stop and merged are a "
+                     "complete file, anything else is refused",
 }
+
+#: Finish reasons of a complete file: the model ended it, or no model ran. Any other
+#: (length: max_tokens or the context ran out) means the file was cut off.
+COMPLETE_FINISH_REASONS = ("stop", "merged")
 
 
 @dataclass
@@ -47,6 +52,11 @@ class Stats:
         self.tokens_per_s = self.completion_tokens / total_s if total_s > 0 else 0.0
         self.chars_per_s = chars / total_s if total_s > 0 else 0.0
         return self
+
+    @property
+    def complete(self) -> bool:
+        """Whether the output is a whole file (see COMPLETE_FINISH_REASONS)."""
+        return self.finish_reason in COMPLETE_FINISH_REASONS
 
     @property
     def acceptance_rate(self) -> float:

@@ -8,6 +8,12 @@ the tests and the benchmarks all use it.
 
 The Python-backend stub finds site-packages through the ``python3`` first on PATH
 (PYTHONPATH is ignored), so this environment's ``bin`` goes first on PATH.
+
+Triton's administrative APIs (ADMIN_APIS: logging, model configuration, loading models,
+statistics, ...) are restricted on HTTP and gRPC: a request must carry the header
+ADMIN_HEADER (gRPC: ``triton-grpc-protocol-`` + ADMIN_HEADER) with the operator's key,
+``$FASTAPPLY_ADMIN_KEY`` for ``fastapply serve``; without one, a random key nobody knows
+closes them. Health, metadata and inference stay open.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -28,6 +36,17 @@ from pathlib import Path
 from types import TracebackType
 
 SYSTEM_TRITON = Path("/opt/tritonserver")
+
+#: Triton API groups (its --http-restricted-api / --grpc-restricted-protocol names) that
+#: only the operator may use; health, metadata and inference stay open to clients.
+ADMIN_APIS = ("logging", "model-config", "model-repository", "shared-memory", "statistics",
+              "trace")
+#: Header carrying the admin key (Triton prefixes it with triton-grpc-protocol- on gRPC).
+ADMIN_HEADER = "fastapply-admin-key"
+#: Environment variable holding the admin key for `fastapply serve`.
+ADMIN_KEY_ENV = "FASTAPPLY_ADMIN_KEY"
+#: Characters an admin key may use (Triton's option syntax splits on , : and =).
+_ADMIN_KEY_RE = re.compile(r"[A-Za-z0-9._~-]{16,}")
 
 #: Log lines worth showing when the model does not load.
 _FAILURE_MARKS = ("failed to load", "Failed to", "ERROR", "error:")
@@ -93,7 +112,13 @@ class TritonServer:
     def __init__(self, model_repository: str | Path, host: str = "127.0.0.1",
                  grpc_port: int | None = None, http_port: int | None = None,
                  metrics_port: int | None = None, log_path: str | Path | None = None,
-                 startup_timeout_s: float = 120.0) -> None:
+                 startup_timeout_s: float = 120.0, admin_key: str | None = None) -> None:
+        if admin_key is not None and not _ADMIN_KEY_RE.fullmatch(admin_key):
+            raise ServerError(f"the admin key must be at least 16 characters of A-Z a-z 0-9 "
+                              f". _ ~ - (set {ADMIN_KEY_ENV}); e.g. python3 -c 'import "
+                              f"secrets; print(secrets.token_urlsafe(32))'")
+        #: Key of the admin APIs (header ADMIN_HEADER); random when none was given.
+        self.admin_key = admin_key or secrets.token_urlsafe(32)
         self.model_repository = Path(model_repository)
         self.host = host
         self.grpc_port = grpc_port or free_port()
@@ -147,7 +172,9 @@ class TritonServer:
                f"--metrics-address={self.host}", f"--metrics-port={self.metrics_port}",
                "--allow-metrics=true", "--allow-gpu-metrics=false",
                "--strict-readiness=true", "--exit-on-error=true", "--log-verbose=0",
-               "--exit-timeout-secs=10"]
+               "--exit-timeout-secs=10",
+               *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
+                 for option in ("--http-restricted-api", "--grpc-restricted-protocol"))]
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True, preexec_fn=_die_with_parent)
@@ -253,8 +280,14 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fastapply-repo-") as tmp:
         repo = args.model_repository or render_for(args, Path(tmp))
-        server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
-                              http_port=args.http_port, metrics_port=args.metrics_port)
+        admin_key = os.environ.get(ADMIN_KEY_ENV) or None
+        try:
+            server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
+                                  http_port=args.http_port, metrics_port=args.metrics_port,
+                                  admin_key=admin_key)
+        except ServerError as exc:
+            print(f"fastapply serve: {exc}", file=sys.stderr)
+            return 2
         stop = {"now": False}
 
         def on_signal(signum: int, frame: object) -> None:
@@ -278,12 +311,15 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
             print(f"fastapply serve: {exc}", file=sys.stderr)
             return 1
+        admin = (f"header {ADMIN_HEADER}" if admin_key else
+                 f"closed (set {ADMIN_KEY_ENV} to open them)")
         print(f"fastapply serving model 'fast_apply' from {repo}\n"
               f"  gRPC     {server.grpc_url}\n"
               f"  HTTP     {server.http_url}\n"
               f"  metrics  {server.metrics_url}\n"
               + (f"  OpenAI   {front.url}/v1\n" if front else "") +
               f"  log      {server.log_path}\n"
+              f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
               f"Ctrl-C stops it.", flush=True)
         try:
             while not stop["now"]:
