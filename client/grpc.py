@@ -27,10 +27,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapply.metrics import Stats
+from fastapply.service import ApplyResult  # the same result type in and out of process
+
+__all__ = ["ApplyResult", "FastApplyClient", "FastApplyError", "Stream"]
 
 MODEL_NAME = "fast_apply"
 
@@ -43,14 +45,6 @@ _CHANNEL_OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE),
 
 class FastApplyError(RuntimeError):
     """A failed request; ``str(err)`` is the server's own message when it sent one."""
-
-
-@dataclass
-class ApplyResult:
-    """The merged file and the server's statistics for the request."""
-
-    merged_code: str
-    stats: Stats = field(default_factory=Stats)
 
 
 class Stream:

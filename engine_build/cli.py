@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapply.engine_build.errors import BuildError, ToolMissing
+from fastapply.engine_build.profile import CANDIDATES
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -50,10 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--served", action="store_true", default=None,
                            help="also check served merges equal in-process merges "
                                 "(starts tritonserver)")
-            p.add_argument("--candidate", default="fakequant",
-                           choices=["fakequant", "trtllm-engine", "trtllm-pytorch"],
-                           help="what is compared with the reference (default: modelopt's "
-                                "simulated FP8 on CPU)")
+            p.add_argument("--candidate", choices=CANDIDATES,
+                           help="what is compared with the reference (overrides the "
+                                "profile; default: modelopt's simulated FP8 on CPU)")
             p.add_argument("--min-exact-match", type=float,
                            help="parity threshold 0..1 (overrides the profile)")
 
@@ -69,6 +69,8 @@ def make_profile(args: argparse.Namespace) -> Any:
         profile.calibration = dataclasses.replace(profile.calibration, data=args.calibration)
     if getattr(args, "served", None):
         profile.verify = dataclasses.replace(profile.verify, served=True)
+    if getattr(args, "candidate", None):
+        profile.verify = dataclasses.replace(profile.verify, candidate=args.candidate)
     if getattr(args, "min_exact_match", None) is not None:
         profile.verify = dataclasses.replace(profile.verify,
                                              min_exact_match=args.min_exact_match)
@@ -87,10 +89,9 @@ def _summary(entry: dict[str, Any]) -> str:
     return f"{entry['status']} {artefact}"
 
 
-def run_stages(build: Any, names: list[str], candidate: str) -> int:
+def run_stages(build: Any, names: list[str]) -> int:
     """Run ``names`` in order with a progress line each; the exit status."""
     from fastapply.engine_build import stages
-    from fastapply.engine_build.verify_run import run_verify
 
     for i, name in enumerate(names, 1):
         print(f"[{i}/{len(names)}] {name} ...", flush=True)
@@ -98,9 +99,6 @@ def run_stages(build: Any, names: list[str], candidate: str) -> int:
         if name == "engine" and len(names) == 1:  # asked for by name: a missing tool stops
             def func(b: Any) -> dict[str, Any]:
                 return stages.engine_stage(b, strict=True)
-        elif name == "verify":
-            def func(b: Any) -> dict[str, Any]:
-                return run_verify(b, served=b.profile.verify.served, candidate=candidate)
         try:
             entry = stages.run_stage(build, name, func)
         except ToolMissing as exc:
@@ -130,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastapply build: {exc}", file=sys.stderr)
         return 2
     names = list(stages.STAGES) if args.build_command == "all" else [args.build_command]
-    status = run_stages(build, names, getattr(args, "candidate", "fakequant"))
+    status = run_stages(build, names)
     total = time.perf_counter() - start
     print(f"fastapply build {args.build_command}: {'ok' if status == 0 else 'stopped'} in "
           f"{total:.1f} s; report: {build.report_path}")

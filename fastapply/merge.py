@@ -73,14 +73,6 @@ class _Replacement:
     lines: list[str]  # new lines (without line endings)
 
 
-def _norm(line: str) -> str:
-    return line.rstrip()
-
-
-def _loose(line: str) -> str:
-    return line.strip()
-
-
 def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
@@ -99,9 +91,9 @@ def _find_runs(needle: Sequence[str], hay: Sequence[str], key: Callable[[str], s
 
 def _closest(needle: Sequence[str], orig: Sequence[str]) -> int:
     """1-based line where ``needle`` comes closest (most aligned lines equal, stripped)."""
-    keys = [_loose(s) for s in needle if _loose(s)] or [""]
+    keys = [key_loose(s) for s in needle if key_loose(s)] or [""]
     best, best_score = 0, 0.0
-    stripped = [_loose(s) for s in orig]
+    stripped = [key_loose(s) for s in orig]
     for j in range(len(orig)):
         score = sum(1 for t, k in enumerate(keys) if j + t < len(orig) and stripped[j + t] == k)
         if score > best_score:
@@ -177,7 +169,7 @@ class _Merger:
 
     def locate(self, hunk: Hunk, block: Sequence[str], near: int | None) -> tuple[int, bool]:
         """Start of ``block`` in the original (-1 if absent) and whether it was loose."""
-        for key, loose in ((_norm, False), (_loose, True)):
+        for key, loose in ((key_exact, False), (key_loose, True)):
             hits = _find_runs(block, self.orig, key)
             if not hits:
                 continue

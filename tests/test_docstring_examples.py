@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
     "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
+    "fastapply.bench.baselines", "fastapply.model_repo",
 ]
 
 

@@ -64,13 +64,8 @@ def candidate_merger() -> Callable[[str, str], str | None]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
-    from fastapply.drafting import (
-        Drafter,
-        OriginalCursorDrafter,
-        PromptLookupDrafter,
-        SpeculativeEditsDrafter,
-        simulate,
-    )
+    from fastapply.bench.baselines import OriginalCursorDrafter, PromptLookupDrafter, simulate
+    from fastapply.drafting import Drafter, SpeculativeEditsDrafter
 
     if args.tokenizer is None:
         from fastapply.tinymodel import ensure_tiny_model
