@@ -1,10 +1,12 @@
 """``fastapply build`` (also ``python -m fastapply.engine_build``).
 
 Subcommands ``merge-lora``, ``quantize``, ``engine``, ``render``, ``verify`` run one stage
-in a build directory; ``all`` runs them in order with a progress line per stage and
-writes ``OUT/build-report.json``. Every subcommand takes ``--config PROFILE`` (a shipped
-profile name or a YAML file) and ``--out DIR``; ``--model``, ``--adapter`` and
-``--calibration`` override the profile. Inputs are checked before any model is loaded.
+in the build's own folder ``OUT/builds/KEY`` (see :mod:`.layout`); ``all`` runs them in
+order with a progress line per stage and writes ``OUT/builds/KEY/build-report.json``.
+Once every stage is done the build is published: ``OUT/current`` is switched to it
+atomically. Every subcommand takes ``--config PROFILE`` (a shipped profile name or a YAML
+file) and ``--out DIR``; ``--model``, ``--adapter``, ``--calibration`` and ``--candidate``
+override the profile. Inputs are checked before any model is loaded.
 
 Exit status: 0 done; 1 a stage failed (parity under the threshold included); 2 bad input;
 3 a tool is missing here (``trtllm-build``: the message names the container and command).
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fastapply.engine_build import layout
 from fastapply.engine_build.errors import BuildError, ToolMissing
 from fastapply.engine_build.profile import CANDIDATES
 
@@ -27,7 +30,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="PROFILE",
                    help="profile name (qwen2.5-coder-1.5b, qwen2.5-coder-7b, llama-3.1-8b, "
                         "tiny-cpu) or a profile YAML file")
-    p.add_argument("--out", required=True, type=Path, help="build directory")
+    p.add_argument("--out", required=True, type=Path,
+                   help="build root: each build goes to OUT/builds/KEY, the finished one is "
+                        "published as OUT/current")
     p.add_argument("--model", help="Hugging Face model directory (overrides the profile)")
     p.add_argument("--adapter", help="peft LoRA adapter directory (overrides the profile)")
     p.add_argument("--no-adapter", action="store_true", help="ignore the profile's adapter")
@@ -128,10 +133,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastapply build: {exc}", file=sys.stderr)
         return 2
     names = list(stages.STAGES) if args.build_command == "all" else [args.build_command]
+    if args.build_command == "all" and build.is_published:  # it was complete when published
+        print(f"fastapply build all: {build.out} is already built with these inputs and "
+              f"published as {build.root}/{layout.CURRENT}; nothing to do")
+        return 0
+    print(f"fastapply build: building in {build.out}", flush=True)
     status = run_stages(build, names)
+    pointer = stages.publish_if_complete(build) if status == 0 else None
     total = time.perf_counter() - start
     print(f"fastapply build {args.build_command}: {'ok' if status == 0 else 'stopped'} in "
           f"{total:.1f} s; report: {build.report_path}")
+    if pointer is not None:
+        print(f"published: {pointer} -> {build.out}")
     return status
 
 

@@ -40,7 +40,6 @@ BUILDS = "builds"
 #: Paths inside one build's folder.
 ADAPTER = "adapter"
 MERGED = "merged"
-QUANTIZED = "quantized"
 QUANTIZED_HF = "quantized/hf"
 TRTLLM_CHECKPOINT = "quantized/trtllm-checkpoint"
 ENGINE = "engine"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fastapply.engine_build import layout
 from fastapply.engine_build.errors import BuildError
 
 if TYPE_CHECKING:
@@ -42,11 +43,12 @@ def _runtimes(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
     if candidate == "trtllm-engine":
         from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime
 
-        return ref, TrtllmEngineRuntime(build.out / "engine", max_draft_len=p.max_draft_len,
+        return ref, TrtllmEngineRuntime(build.path(layout.ENGINE),
+                                        max_draft_len=p.max_draft_len,
                                         context_limit=p.max_seq_len)
     from fastapply.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
-    return ref, TrtllmPytorchRuntime(build.out / "quantized" / "hf",
+    return ref, TrtllmPytorchRuntime(build.path(layout.QUANTIZED_HF),
                                      max_draft_len=p.max_draft_len, context_limit=p.max_seq_len)
 
 

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("peft")
 pytest.importorskip("modelopt")
 
-from fastapply.engine_build import cli
+from fastapply.engine_build import cli, layout
 from fastapply.engine_build.errors import BuildError
 from fastapply.engine_build.profile import load_profile, profile_names
 from fastapply.engine_build.verify import compare_edit, parity
@@ -45,13 +45,15 @@ def tiny_build(adapter: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
     import contextlib
     import io
 
-    out = tmp_path_factory.mktemp("build")
+    root = tmp_path_factory.mktemp("build")
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        status = build("all", "--config", "tiny-cpu", "--out", str(out),
+        status = build("all", "--config", "tiny-cpu", "--out", str(root),
                        "--adapter", str(adapter))
-    report = json.loads((out / "build-report.json").read_text())
-    return {"status": status, "out": out, "report": report, "stdout": stdout.getvalue()}
+    out = root / layout.CURRENT  # the published build
+    report = json.loads((out / layout.REPORT).read_text())
+    return {"status": status, "root": root, "out": out, "report": report,
+            "stdout": stdout.getvalue()}
 
 
 # -- profiles -------------------------------------------------------------------------------
@@ -217,7 +219,8 @@ def test_parity_check_fails_when_fp8_scales_are_broken(tiny: Path) -> None:
     assert problems() == []
     broken = 0
     for name, module in candidate.model.named_modules():
-        if isinstance(module, TensorQuantizer) and name.endswith("weight_quantizer"):
+        if (isinstance(module, TensorQuantizer) and name.endswith("weight_quantizer")
+                and module.amax is not None):
             module.amax = module.amax / 100  # scales 100x too small: weights saturate
             broken += 1
     assert broken > 0
@@ -246,7 +249,7 @@ def test_verify_stage_compares_the_profile_candidate(tmp_path: Path, tiny: Path)
 def test_verify_fails_under_the_threshold(tiny_build: dict[str, Any], adapter: Path) -> None:
     out = tiny_build["out"]
     rate = tiny_build["report"]["parity"]["exact_match_rate"]
-    status = build("verify", "--config", "tiny-cpu", "--out", str(out), "--adapter",
+    status = build("verify", "--config", "tiny-cpu", "--out", str(tiny_build["root"]), "--adapter",
                    str(adapter), "--min-exact-match", str(min(1.0, rate + 0.01)))
     assert status == 1
     entry = json.loads((out / "build-report.json").read_text())["stages"]["verify"]
@@ -285,6 +288,57 @@ def test_parity_figures_from_mergers(tiny: Path) -> None:
     assert compare_edit(tok, [1, 2], [1, 2, 3])["first_divergence"]["token_index"] == 2
 
 
+# -- keyed builds and the published pointer ----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_rebuild_never_overwrites_the_published_build(
+        tiny_build: dict[str, Any], adapter: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fastapply.engine_build import stages
+
+    root, published = tiny_build["root"], tiny_build["out"].resolve()
+    assert published.parent == root / layout.BUILDS and (root / layout.CURRENT).is_symlink()
+    assert not Path(str((root / layout.CURRENT).readlink())).is_absolute()  # survives a move
+    weights = published / layout.QUANTIZED_HF / "model.safetensors"
+    before = weights.stat().st_mtime_ns
+    args = ["--config", "tiny-cpu", "--out", str(root), "--adapter", str(adapter)]
+    capsys.readouterr()
+    assert build("all", *args) == 0  # same inputs: already built, nothing rewritten
+    assert "nothing to do" in capsys.readouterr().out
+    assert build("render", *args) == 1  # a stage that writes refuses the published build
+    assert "is the published build" in capsys.readouterr().err
+    assert weights.stat().st_mtime_ns == before
+    # other inputs get another folder; verify thresholds are not inputs of the artefacts
+    profile = dataclasses.replace(load_profile("tiny-cpu"), adapter_dir=str(adapter))
+    assert stages.preflight(profile, root).out == published
+    other = stages.preflight(dataclasses.replace(profile, max_seq_len=4097 * 2), root)
+    assert other.out != published and other.out.parent == published.parent
+    profile.verify = dataclasses.replace(profile.verify, min_exact_match=0.5)
+    assert stages.preflight(profile, root).out == published
+    # publishing switches the pointer in one rename and leaves the old build as it was
+    layout.publish(root, other.out)
+    assert layout.published(root) == other.out.resolve()
+    assert weights.stat().st_mtime_ns == before
+    layout.publish(root, published)
+    assert layout.published(root) == published
+
+
+def test_the_chart_reads_the_layout_the_build_writes() -> None:
+    import re
+
+    import yaml
+
+    chart = Path(__file__).resolve().parent.parent / "helm" / "fastapply"
+    helpers = (chart / "templates" / "_helpers.tpl").read_text()
+    match = re.search(r'define "fastapply.layout" -}}\n(\{.*\})\n', helpers)
+    assert match, "the chart's fastapply.layout definition is missing"
+    assert json.loads(match.group(1)) == {
+        "current": layout.CURRENT, "merged": layout.MERGED, "quantizedHf": layout.QUANTIZED_HF,
+        "engine": layout.ENGINE, "modelRepository": layout.MODEL_REPOSITORY}
+    serve = yaml.safe_load((chart / "values.yaml").read_text())["serve"]
+    assert (serve["enginePath"], serve["tokenizerPath"]) == (layout.ENGINE, layout.QUANTIZED_HF)
+
+
 # -- Llama: TRT-LLM checkpoint, then the engine stage without trtllm-build ---------------------
 
 
@@ -315,18 +369,20 @@ def test_llama_gets_a_trtllm_checkpoint_and_the_engine_command(
     common = ["--config", "tiny-cpu", "--out", str(tmp_path), "--model", str(tiny_llama),
               "--no-adapter"]
     assert build("quantize", *common) == 0
-    ckpt = tmp_path / "quantized" / "trtllm-checkpoint"
+    (keyed,) = (tmp_path / layout.BUILDS).iterdir()
+    ckpt = keyed / layout.TRTLLM_CHECKPOINT
     config = json.loads((ckpt / "config.json").read_text())
     assert config["quantization"]["quant_algo"] == "FP8"
     assert config["quantization"]["kv_cache_quant_algo"] == "FP8"
     assert config["mapping"]["tp_size"] == 1 and (ckpt / "rank0.safetensors").is_file()
-    assert (tmp_path / "quantized" / "hf" / "hf_quant_config.json").is_file()
+    assert (keyed / layout.QUANTIZED_HF / "hf_quant_config.json").is_file()
     capsys.readouterr()
     assert build("engine", *common) == 3
     err = capsys.readouterr().err
     assert "trtllm-build is not installed" in err
     assert "nvcr.io/nvidia/tritonserver:" in err and "-trtllm-python-py3" in err
-    assert f"trtllm-build --checkpoint_dir {ckpt} --output_dir {tmp_path / 'engine'}" in err
+    assert f"trtllm-build --checkpoint_dir {ckpt} --output_dir {keyed / layout.ENGINE}" in err
+    assert not (tmp_path / layout.CURRENT).exists()  # an unfinished build is not published
     assert "--use_fp8_context_fmha enable" in err
 
 
@@ -353,7 +409,7 @@ def refused(capsys: pytest.CaptureFixture[str],
         err = capsys.readouterr().err
         assert status == 2, err
         assert started == [], f"stages {started} started before the input was refused"
-        assert not (out / "merged").exists() and not (out / "logs").exists()
+        assert not (out / layout.BUILDS).exists() and not (out / layout.CURRENT).exists()
         return err
 
     return run
