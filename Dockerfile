@@ -35,10 +35,12 @@ COPY model_repository ./model_repository
 # its own) and nvidia-pytriton (a second tritonserver we do not need here). So:
 #  1. pin every package already installed (constraints file from pip freeze);
 #  2. install fastapply itself with --no-deps;
-#  3. install only the client dependency, under those pins.
+#  3. install only the client dependency and the build Job's tools (`build-trtllm`: the
+#     image's own transformers/modelopt pins; a mismatch fails here), under those pins.
 RUN python3 -m pip freeze --exclude-editable | grep -v ' @ ' > /tmp/base-constraints.txt \
  && python3 -m pip install --no-deps . \
  && python3 -m pip install --constraint /tmp/base-constraints.txt "tritonclient[grpc]>=2.50" \
+ && python3 -m pip install --constraint /tmp/base-constraints.txt ".[build-trtllm]" \
  && python3 -c "import tensorrt_llm, fastapply.service, fastapply.model_repo" \
  && rm -rf /opt/fastapply/src/build
 
