@@ -92,3 +92,16 @@ def test_context_limit_is_refused_not_truncated(tiny_services):  # type: ignore[
     rec = load_edits()[0]
     with pytest.raises(InvalidRequest, match="context limit is 64 tokens"):
         small.apply(rec["original"], rec["lazy_snippet"])
+
+
+def test_the_client_shares_the_result_type_and_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; import fastapply.client.grpc as c; import fastapply.service as s; "
+            "assert c.ApplyResult is s.ApplyResult; "
+            "heavy = {'torch', 'transformers', 'modelopt'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
