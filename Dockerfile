@@ -4,8 +4,8 @@
 # this file has never been built or run. Build it on a machine with Docker and NGC access:
 #   docker build -t fastapply-serve .
 #   docker run --gpus all -p 8000-8002:8000-8002 -v $PWD/build:/models fastapply-serve \
-#     serve --host 0.0.0.0 --runtime trtllm-engine --engine /models/engine \
-#           --tokenizer /models/merged
+#     serve --host 0.0.0.0 --runtime trtllm-engine --engine /models/current/engine \
+#           --tokenizer /models/current/quantized/hf
 #
 # Base tag: the NGC tritonserver "<yy.mm>-trtllm-python-py3" release whose TensorRT-LLM
 # is 1.2.x (the last line with trtllm-build engines, which the trtllm-engine runtime
