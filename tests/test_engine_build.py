@@ -323,7 +323,7 @@ def test_a_rebuild_never_overwrites_the_published_build(
     assert layout.published(root) == published
 
 
-def test_the_chart_reads_the_layout_the_build_writes() -> None:
+def test_the_chart_uses_the_layout_and_runtime_names_the_code_defines() -> None:
     import re
 
     import yaml
@@ -337,6 +337,12 @@ def test_the_chart_reads_the_layout_the_build_writes() -> None:
         "engine": layout.ENGINE, "modelRepository": layout.MODEL_REPOSITORY}
     serve = yaml.safe_load((chart / "values.yaml").read_text())["serve"]
     assert (serve["enginePath"], serve["tokenizerPath"]) == (layout.ENGINE, layout.QUANTIZED_HF)
+    # and the runtime names are fastapply.runtimes' own
+    from fastapply.runtimes import RUNTIMES
+
+    schema = json.loads((chart / "values.schema.json").read_text())
+    assert sorted(schema["properties"]["serve"]["properties"]["runtime"]["enum"]) == sorted(
+        RUNTIMES)
 
 
 # -- Llama: TRT-LLM checkpoint, then the engine stage without trtllm-build ---------------------
