@@ -5,8 +5,8 @@
 # this file has never been built or run. Build it on a machine with Docker and NGC access:
 #   docker build -t fastapply-serve .
 #   docker run --gpus all -p 8000-8002:8000-8002 -v $PWD/build:/models fastapply-serve \
-#     serve --host 0.0.0.0 --runtime trtllm-engine --engine /models/engine \
-#           --tokenizer /models/merged
+#     serve --host 0.0.0.0 --runtime trtllm-engine --engine /models/current/engine \
+#           --tokenizer /models/current/quantized/hf
 #
 # Base tag: the NGC tritonserver "<yy.mm>-trtllm-python-py3" release whose TensorRT-LLM
 # is 1.2.x (the last line with trtllm-build engines, which the trtllm-engine runtime
@@ -63,10 +63,12 @@ COPY model_repository ./model_repository
 # its own) and nvidia-pytriton (a second tritonserver we do not need here). So:
 #  1. pin every package already installed (constraints file from pip freeze);
 #  2. install fastapply itself with --no-deps;
-#  3. install only the client dependency, under those pins.
+#  3. install only the client dependency and the build Job's tools (`build-trtllm`: the
+#     image's own transformers/modelopt pins; a mismatch fails here), under those pins.
 RUN python3 -m pip freeze --exclude-editable | grep -v ' @ ' > /tmp/base-constraints.txt \
  && python3 -m pip install --no-deps . \
  && python3 -m pip install --constraint /tmp/base-constraints.txt "tritonclient[grpc]>=2.50" \
+ && python3 -m pip install --constraint /tmp/base-constraints.txt ".[build-trtllm]" \
  && python3 -c "import tensorrt_llm, fastapply.service, fastapply.model_repo" \
  && rm -rf /opt/fastapply/src/build
 

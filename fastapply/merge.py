@@ -83,14 +83,6 @@ class _Replacement:
     lines: list[str]  # new lines (without line endings)
 
 
-def _norm(line: str) -> str:
-    return line.rstrip()
-
-
-def _loose(line: str) -> str:
-    return line.strip()
-
-
 def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
@@ -109,9 +101,9 @@ def _find_runs(needle: Sequence[str], hay: Sequence[str], key: Callable[[str], s
 
 def _closest(needle: Sequence[str], orig: Sequence[str]) -> int:
     """1-based line where ``needle`` comes closest (most aligned lines equal, stripped)."""
-    keys = [_loose(s) for s in needle if _loose(s)] or [""]
+    keys = [key_loose(s) for s in needle if key_loose(s)] or [""]
     best, best_score = 0, 0.0
-    stripped = [_loose(s) for s in orig]
+    stripped = [key_loose(s) for s in orig]
     for j in range(len(orig)):
         score = sum(1 for t, k in enumerate(keys) if j + t < len(orig) and stripped[j + t] == k)
         if score > best_score:
@@ -204,7 +196,7 @@ class _Merger:
 
     def locate(self, hunk: Hunk, block: Sequence[str], near: int | None) -> tuple[int, bool]:
         """Start of ``block`` in the original (-1 if absent) and whether it was loose."""
-        for key, loose in ((_norm, False), (_loose, True)):
+        for key, loose in ((key_exact, False), (key_loose, True)):
             hits = _find_runs(block, self.orig, key)
             if not hits:
                 continue
@@ -255,7 +247,7 @@ class _Merger:
             sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
             context = [t for a, _, size in sm.get_matching_blocks() for t in range(a, a + size)]
             shifted = _reindent(old, *shift)
-            uneven = next((t for t in context if _norm(shifted[t]) != _norm(region[t])),
+            uneven = next((t for t in context if key_exact(shifted[t]) != key_exact(region[t])),
                           None) if len(context) < len(new) else None
             if uneven is not None:
                 self.unsure(start + uneven + 1, (
@@ -508,11 +500,11 @@ def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
     >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
     [2]
     """
-    lines = {_norm(s) for s in orig}
+    lines = {key_exact(s) for s in orig}
     for hunk in plan.hunks:
         for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
-            if s.startswith("-") and _norm(s[1:]) in lines and _norm(s) not in lines:
-                line = next(j for j, o in enumerate(orig) if _norm(o) == _norm(s[1:])) + 1
+            if s.startswith("-") and key_exact(s[1:]) in lines and key_exact(s) not in lines:
+                line = next(j for j, o in enumerate(orig) if key_exact(o) == key_exact(s[1:])) + 1
                 return [Uncertainty(line, (
                     f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
                     f"before it; the snippet looks like a unified diff without its @@ "
@@ -530,17 +522,17 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     ...
     fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
     """
-    present = {_loose(s) for s in orig}
+    present = {key_loose(s) for s in orig}
     for hunk in plan.hunks:
         for k, s in enumerate(hunk.new):
             if k in hunk.escaped:
                 continue
-            if hunk.kind == "search_replace" and SEPARATOR.match(s) and _loose(s) not in present:
+            if hunk.kind == "search_replace" and SEPARATOR.match(s) and key_loose(s) not in present:
                 raise EditError(f"{hunk.label}: its replacement line {k + 1} is a second "
                                 f"'=======' line, which the original does not have; a doubled "
                                 f"separator cannot be told from text, so nothing is written; "
                                 f"{BLOCK_FORM}")
-            if BLOCK_MARKER.match(s) and _loose(s) not in present:
+            if BLOCK_MARKER.match(s) and key_loose(s) not in present:
                 where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
                     else hunk.label
                 kind = "SEARCH/REPLACE" if "SEARCH" in s or "REPLACE" in s else \

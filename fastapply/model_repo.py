@@ -18,29 +18,28 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapply.service import RUNTIMES, ServiceConfig
+from fastapply.runtimes import RUNTIMES
+from fastapply.service import ServiceConfig
 
 MODEL_NAME = "fast_apply"
 
-#: Every template parameter with its default ("" means unset).
-DEFAULTS: dict[str, str] = {
+#: Template parameters of the server around the service, with their defaults.
+SERVER_DEFAULTS: dict[str, str] = {
     "model_name": MODEL_NAME,
     "instance_count": "1",
-    "runtime": "deterministic",
-    "model_dir": "",
-    "engine_dir": "",
-    "tokenizer_dir": "",
-    "prompt_format": "kortix",
-    "max_draft_len": "64",
-    "context_limit": "",
-    "device": "",
-    "dtype": "",
-    "max_input_bytes": str(4 * 1024 * 1024),
     "worker_threads": "8",
+}
+
+#: Every template parameter with its default ("" means unset): the server's, then every
+#: ServiceConfig field with ServiceConfig's own default (the one place those are written).
+DEFAULTS: dict[str, str] = {
+    **SERVER_DEFAULTS,
+    **{f.name: "" if f.default is None else str(f.default) for f in fields(ServiceConfig)},
 }
 
 _PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
@@ -93,31 +92,38 @@ def render_repository(out_dir: str | Path, **params: Any) -> Path:
     return Path(out_dir)
 
 
-def config_from_parameters(params: dict[str, str]) -> tuple[ServiceConfig, int]:
-    """ServiceConfig and worker-thread count from config.pbtxt's string parameters."""
-
-    def opt(key: str) -> str | None:
-        value = params.get(key, "").strip()
-        return value or None
-
-    def integer(key: str, default: int) -> int:
-        value = opt(key)
-        try:
-            return int(value) if value is not None else default
-        except ValueError:
-            raise RenderError(f"parameter {key} must be an integer, got {value!r}") from None
-
+def _integer(key: str, value: str) -> int:
     try:
-        config = ServiceConfig(
-            runtime=opt("runtime") or "deterministic",
-            model_dir=opt("model_dir"), engine_dir=opt("engine_dir"),
-            tokenizer_dir=opt("tokenizer_dir"),
-            prompt_format=opt("prompt_format") or "kortix",
-            max_draft_len=integer("max_draft_len", 64),
-            context_limit=integer("context_limit", 0) or None,
-            device=opt("device"), dtype=opt("dtype"),
-            max_input_bytes=integer("max_input_bytes", int(DEFAULTS["max_input_bytes"])),
-        )
+        return int(value)
+    except ValueError:
+        raise RenderError(f"parameter {key} must be an integer, got {value!r}") from None
+
+
+def config_from_parameters(params: dict[str, str]) -> tuple[ServiceConfig, int]:
+    """ServiceConfig and worker-thread count from config.pbtxt's string parameters.
+
+    An empty parameter leaves ServiceConfig's default; an optional integer of 0 (e.g.
+    ``context_limit``) means unset too.
+
+    >>> config, workers = config_from_parameters({"max_draft_len": "16", "context_limit": "0"})
+    >>> config.max_draft_len, config.context_limit, config.prompt_format, workers
+    (16, None, 'kortix', 8)
+    """
+    kwargs: dict[str, Any] = {}
+    for f in fields(ServiceConfig):
+        value = params.get(f.name, "").strip()
+        if not value:
+            continue
+        if str(f.type).startswith("int"):
+            number = _integer(f.name, value)
+            if number == 0 and f.default is None:
+                continue
+            kwargs[f.name] = number
+        else:
+            kwargs[f.name] = value
+    try:
+        config = ServiceConfig(**kwargs)
     except ValueError as exc:
         raise RenderError(str(exc)) from None
-    return config, max(1, integer("worker_threads", 8))
+    workers = params.get("worker_threads", "").strip() or SERVER_DEFAULTS["worker_threads"]
+    return config, max(1, _integer("worker_threads", workers))

@@ -21,9 +21,13 @@ out to be a tag or a fence, so the deltas it emits concatenate exactly to ``extr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastapply.speculate import GenerationRequest
 
 KORTIX_SYSTEM = (
     "You are a coding assistant that helps merge code updates, ensuring every "
@@ -202,6 +206,36 @@ def build_prompt_ids(tokenizer: Any, fmt: PromptFormat, original: str, snippet: 
                      instruction: str | None = None) -> list[int]:
     """Token ids of the prompt for one merge request."""
     return encode(tokenizer, render_prompt(tokenizer, fmt, original, snippet, instruction))
+
+
+def draft_texts(original: str, snippet: str) -> list[str]:
+    """The drafter's sources as text, best first: candidate merge, original, snippet.
+
+    >>> draft_texts("a = 1\\n", "<<<<<<< SEARCH\\na = 1\\n=======\\na = 2\\n>>>>>>> REPLACE\\n")[0]
+    'a = 2\\n'
+    """
+    from fastapply.edits import EditError
+    from fastapply.merge import apply_snippet
+
+    texts = []
+    with contextlib.suppress(EditError):  # an unparsable snippet still leaves two sources
+        texts.append(apply_snippet(original, snippet).text)
+    texts.extend([original, snippet])
+    return texts
+
+
+def build_request(tokenizer: Any, fmt: PromptFormat, original: str, snippet: str,
+                  instruction: str | None = None, *, stop_ids: Collection[int],
+                  max_new_tokens: int, max_draft_len: int) -> GenerationRequest:
+    """The one place a merge becomes a generation request: prompt ids, the drafter's
+    sources (each as the model would emit it, tags included), stop ids and budget."""
+    from fastapply.speculate import GenerationRequest
+
+    prompt_ids = build_prompt_ids(tokenizer, fmt, original, snippet, instruction)
+    sources = [encode(tokenizer, fmt.expected_output(text))
+               for text in draft_texts(original, snippet)]
+    return GenerationRequest(prompt_ids, sources, frozenset(stop_ids), max_new_tokens,
+                             max_draft_len)
 
 
 def stop_token_ids(tokenizer: Any, eos_token_id: int | Iterable[int] | None = None) -> set[int]:

@@ -16,7 +16,6 @@ generating at the next check of ``is_cancelled`` (:class:`RequestCancelled`).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapply.metrics import Stats
-
-RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
+from fastapply.runtimes import RUNTIMES, Runtime
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -208,7 +206,7 @@ class FastApplyService:
 
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
-        self.runtime: Any = None
+        self.runtime: Runtime | None = None
         self.tokenizer: Any = None
         self.stop_ids: set[int] = set()
         if config.runtime != "deterministic":
@@ -229,8 +227,7 @@ class FastApplyService:
 
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
         self.runtime = make_runtime(cfg)
-        self.stop_ids = prompts.stop_token_ids(
-            self.tokenizer, getattr(self.runtime, "eos_token_id", None))
+        self.stop_ids = prompts.stop_token_ids(self.tokenizer, self.runtime.eos_token_id)
 
     # -- requests -----------------------------------------------------------------
     def validate(self, initial_code: str | bytes | None, edit_snippet: str | bytes | None,
@@ -297,13 +294,14 @@ class FastApplyService:
                      max_tokens: int | None, on_delta: Callable[[str], None] | None,
                      cancelled: Callable[[], bool]) -> ApplyResult:
         from fastapply import prompts
-        from fastapply.drafting import SpeculativeEditsDrafter
-        from fastapply.speculate import ContextLimitError, TextStream, generate
+        from fastapply.speculate import ContextLimitError, TextStream
 
-        tok = self.tokenizer
-        prompt_ids = prompts.build_prompt_ids(tok, self.format, original, snippet, instruction)
-        sources = [prompts.encode(tok, self.format.expected_output(text))
-                   for text in draft_texts(original, snippet)]
+        tok, runtime = self.tokenizer, self.runtime
+        assert runtime is not None
+        request = prompts.build_request(
+            tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
+            max_new_tokens=max_tokens or runtime.context_limit,
+            max_draft_len=self.config.max_draft_len)
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
 
@@ -315,16 +313,8 @@ class FastApplyService:
                 if delta:
                     on_delta(delta)
 
-        budget = max_tokens or self.runtime.context_limit
         try:
-            if getattr(self.runtime, "runs_own_loop", False):
-                # TensorRT-LLM's PyTorch backend runs the loop and calls our drafter.
-                gen = self.runtime.generate(prompt_ids, sources, max_new_tokens=budget,
-                                            stop_ids=self.stop_ids, on_tokens=on_tokens)
-            else:
-                drafter = SpeculativeEditsDrafter(sources, max_k=self.config.max_draft_len)
-                gen = generate(self.runtime, prompt_ids, drafter, max_new_tokens=budget,
-                               stop_ids=self.stop_ids, on_tokens=on_tokens)
+            gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None
         text_stream.flush()
@@ -334,19 +324,7 @@ class FastApplyService:
         return ApplyResult(self.format.extract(text_stream.text), gen.stats)
 
 
-def draft_texts(original: str, snippet: str) -> list[str]:
-    """The drafter's sources as text, best first: candidate merge, original, snippet."""
-    from fastapply.edits import EditError
-    from fastapply.merge import apply_snippet
-
-    texts = []
-    with contextlib.suppress(EditError):  # an unparsable snippet still leaves two sources
-        texts.append(apply_snippet(original, snippet).text)
-    texts.extend([original, snippet])
-    return texts
-
-
-def make_runtime(config: ServiceConfig) -> Any:
+def make_runtime(config: ServiceConfig) -> Runtime:
     """Instantiate the configured model runtime."""
     if config.runtime == "torch":
         from fastapply.runtimes.torch import TorchRuntime

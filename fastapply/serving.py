@@ -241,11 +241,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", type=Path, help="tokenizer dir when not the model's")
     p.add_argument("--tiny-model", action="store_true",
                    help="serve the tiny random model built locally (torch runtime)")
-    p.add_argument("--runtime", choices=["deterministic", "torch", "trtllm-engine",
-                                         "trtllm-pytorch"], default=None,
+    from fastapply.prompts import FORMATS
+    from fastapply.runtimes import RUNTIMES
+    from fastapply.service import ServiceConfig
+
+    p.add_argument("--runtime", choices=RUNTIMES, default=None,
                    help="default: deterministic without a model, torch with --model")
-    p.add_argument("--prompt-format", default="kortix", choices=["kortix", "morph"])
-    p.add_argument("--max-draft-len", type=int, default=64)
+    # None leaves ServiceConfig's default (fastapply.service), the one place it is written
+    p.add_argument("--prompt-format", choices=sorted(FORMATS),
+                   help=f"default: {ServiceConfig.prompt_format}")
+    p.add_argument("--max-draft-len", type=int, help=f"default: {ServiceConfig.max_draft_len}")
     p.add_argument("--context-limit", type=int)
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])

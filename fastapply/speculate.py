@@ -13,6 +13,13 @@ Every accepted token is what greedy decoding would have produced at that positio
 the output equals greedy decoding token for token (exactly in float32; see DESIGN.md on
 bf16/fp8). Speculation changes only the number of forward passes.
 
+A :class:`GenerationRequest` (built once, by :func:`fastapply.prompts.build_request`)
+says what to generate: prompt ids, the drafter's sources, stop ids, the token budget.
+Every runtime answers it with ``runtime.generate(request) -> Generation``: session
+runtimes through :func:`generate` below, TensorRT-LLM's PyTorch backend through its own
+loop; both share the budget, stop and statistics rules defined here
+(:func:`start`, :func:`cut_at_stop`, :func:`finish`).
+
 ``generate`` returns the tokens with their :class:`~fastapply.metrics.Stats`;
 ``TextStream`` turns tokens into text deltas that never split a UTF-8 character.
 """
@@ -22,27 +29,33 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from fastapply.metrics import Stats
-from fastapply.runtimes import Runtime
+
+if TYPE_CHECKING:
+    from fastapply.drafting import Drafter
+    from fastapply.runtimes import SessionRuntime
 
 
 class ContextLimitError(ValueError):
     """The prompt does not fit the model's context; it is refused, never truncated."""
 
 
-class DraftSource(Protocol):
-    """What the loop needs of a drafter (see :mod:`fastapply.drafting`)."""
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What one merge asks of a runtime (built by :func:`fastapply.prompts.build_request`)."""
 
-    def propose(self, output: Sequence[int], max_len: int) -> list[int]: ...
-
-
-class NoDraft:
-    """Plain greedy decoding through the same loop (K = 0)."""
-
-    def propose(self, output: Sequence[int], max_len: int) -> list[int]:
-        return []
+    #: The prompt's token ids.
+    prompt_ids: list[int]
+    #: The drafter's sources as token ids, best first (candidate merge, original, snippet).
+    sources: list[list[int]]
+    #: Tokens that end the output (kept as its last token).
+    stop_ids: frozenset[int]
+    #: Most tokens to generate; clipped to the room the context leaves.
+    max_new_tokens: int
+    #: Largest draft per verification step (K); 0 is plain greedy decoding.
+    max_draft_len: int = 64
 
 
 @dataclass
@@ -71,10 +84,39 @@ def check_context(prompt_tokens: int, context_limit: int) -> int:
     return context_limit - prompt_tokens
 
 
+def start(prompt_tokens: int, max_new_tokens: int,
+          context_limit: int) -> tuple[int, Stats]:
+    """(token budget, fresh Stats) of a request; ContextLimitError when nothing fits.
+
+    >>> start(100, 50, 4096)[0], start(100, 5000, 4096)[0]
+    (50, 3996)
+    """
+    budget = min(max_new_tokens, check_context(prompt_tokens, context_limit))
+    return budget, Stats(prompt_tokens=prompt_tokens, finish_reason="length")
+
+
+def cut_at_stop(tokens: list[int], stop_ids: Collection[int]) -> tuple[list[int], bool]:
+    """``tokens`` up to and including the first stop token; whether there was one.
+
+    >>> cut_at_stop([5, 6, 2, 7], {2}), cut_at_stop([5, 6], {2})
+    (([5, 6, 2], True), ([5, 6], False))
+    """
+    stop_at = next((i for i, t in enumerate(tokens) if t in stop_ids), -1)
+    if stop_at < 0:
+        return tokens, False
+    return tokens[: stop_at + 1], True
+
+
+def finish(stats: Stats, tokens: list[int], per_pass: list[int] | None = None) -> Generation:
+    """The Generation of a finished request (completion_tokens filled in)."""
+    stats.completion_tokens = len(tokens)
+    return Generation(tokens, stats, per_pass if per_pass is not None else [])
+
+
 def generate(
-    runtime: Runtime,
+    runtime: SessionRuntime,
     prompt_ids: list[int],
-    drafter: DraftSource,
+    drafter: Drafter,
     *,
     max_new_tokens: int,
     stop_ids: Collection[int],
@@ -87,27 +129,23 @@ def generate(
     The budget is clipped to the runtime's context; a prompt that leaves no room raises
     ContextLimitError.
     """
-    start = clock()
-    room = check_context(len(prompt_ids), runtime.context_limit)
-    budget = min(max_new_tokens, room)
-    stats = Stats(prompt_tokens=len(prompt_ids), finish_reason="length")
+    t0 = clock()
+    budget, stats = start(len(prompt_ids), max_new_tokens, runtime.context_limit)
     out: list[int] = []
     per_pass: list[int] = []
     if budget <= 0:
-        return Generation(out, stats, per_pass)
+        return finish(stats, out, per_pass)
     session = runtime.session(prompt_ids)
     try:
         new = [session.prefill()]
         stats.forward_passes = 1
-        stats.ttft_ms = (clock() - start) * 1e3
+        stats.ttft_ms = (clock() - t0) * 1e3
         while True:
-            stop_at = next((i for i, t in enumerate(new) if t in stop_ids), -1)
-            if stop_at >= 0:
-                new = new[: stop_at + 1]
+            new, stopped = cut_at_stop(new, stop_ids)
             out.extend(new)
             if on_tokens is not None:
                 on_tokens(new)
-            if stop_at >= 0:
+            if stopped:
                 stats.finish_reason = "stop"
                 break
             remaining = budget - len(out)
@@ -123,8 +161,7 @@ def generate(
             per_pass.append(len(new))
     finally:
         session.close()
-    stats.completion_tokens = len(out)
-    return Generation(out, stats, per_pass)
+    return finish(stats, out, per_pass)
 
 
 class TextStream:

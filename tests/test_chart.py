@@ -197,7 +197,7 @@ def test_default_serves_trtllm_pytorch_on_one_gpu_from_the_build_output() -> Non
     c = server(objects)
     assert c["args"][0] == "serve"
     assert arg_after(c["args"], "--runtime") == "trtllm-pytorch"
-    assert arg_after(c["args"], "--model") == "/models/fastapply/quantized/hf"
+    assert arg_after(c["args"], "--model") == "/models/fastapply/current/quantized/hf"
     assert arg_after(c["args"], "--host") == "0.0.0.0"
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert c["resources"]["requests"]["memory"] == "8Gi"  # values' own resources are kept
@@ -326,8 +326,8 @@ def test_pvc_source_mounts_the_claim_read_only_and_serves_the_engine() -> None:
     assert claim == {"claimName": "fastapply-engines", "readOnly": True}
     args = server(objects)["args"]
     assert arg_after(args, "--runtime") == "trtllm-engine"
-    assert arg_after(args, "--engine") == "/models/fastapply/engine"
-    assert arg_after(args, "--tokenizer") == "/models/fastapply/quantized/hf"
+    assert arg_after(args, "--engine") == "/models/fastapply/current/engine"
+    assert arg_after(args, "--tokenizer") == "/models/fastapply/current/quantized/hf"
     assert not of_kind(objects, "Job") and not of_kind(objects, "PersistentVolumeClaim")
     assert not init_containers(objects)
 
@@ -419,7 +419,7 @@ def test_a_changed_build_gets_a_new_job_and_rolls_the_pods() -> None:
 
 def test_prerendered_repository_is_passed_as_is() -> None:
     args = server(render(SCENARIOS["everything-on"]))["args"]
-    assert arg_after(args, "--model-repository") == "/models/fastapply/model_repository"
+    assert arg_after(args, "--model-repository") == "/models/fastapply/current/model_repository"
     assert "--model" not in args
     assert arg_after(args, "--context-limit") == "262144"
     assert args[-2:] == ["--dtype", "bfloat16"]

@@ -8,13 +8,8 @@ import random
 import pytest
 
 from fastapply import drafting
-from fastapply.drafting import (
-    OriginalCursorDrafter,
-    PromptLookupDrafter,
-    SpeculativeEditsDrafter,
-    find_resync,
-    simulate,
-)
+from fastapply.bench.baselines import OriginalCursorDrafter, PromptLookupDrafter, simulate
+from fastapply.drafting import SpeculativeEditsDrafter, find_resync
 
 
 def test_perfect_source_reaches_the_bound() -> None:

@@ -167,3 +167,15 @@ def test_generation_stops_once_the_request_is_cancelled(
     with pytest.raises(RequestCancelled):  # not streaming: nothing else would notice
         spec.apply(*TINY_COMPLETE, is_cancelled=cancelled_on_third_question)
     assert len(asked) == 3  # it stopped at the check that said so, not at the end
+
+def test_the_client_shares_the_result_type_and_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; import fastapply.client.grpc as c; import fastapply.service as s; "
+            "assert c.ApplyResult is s.ApplyResult; "
+            "heavy = {'torch', 'transformers', 'modelopt'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr

@@ -15,8 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from fastapply.drafting import NoDrafter  # noqa: E402
 from fastapply.runtimes.torch import TorchRuntime  # noqa: E402
-from fastapply.speculate import ContextLimitError, NoDraft, generate  # noqa: E402
+from fastapply.speculate import ContextLimitError, generate  # noqa: E402
 from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
 
 N_TOKENS = 120
@@ -89,7 +90,7 @@ def test_output_equals_greedy(runtime, prompt, greedy, kind, k):
 
 
 def test_plain_loop_equals_greedy(runtime, prompt, greedy):
-    gen = generate(runtime, prompt, NoDraft(), max_new_tokens=N_TOKENS, stop_ids=set())
+    gen = generate(runtime, prompt, NoDrafter(), max_new_tokens=N_TOKENS, stop_ids=set())
     assert gen.token_ids == greedy
     assert gen.stats.forward_passes == N_TOKENS
 
@@ -113,7 +114,7 @@ def test_budget_is_respected_with_long_drafts(runtime, prompt, greedy):
 def test_context_limit_is_an_error_not_a_truncation(prompt):
     small = TorchRuntime(ensure_tiny_model(), device="cpu", context_limit=len(prompt))
     with pytest.raises(ContextLimitError, match=r"prompt is \d+ tokens but the context limit"):
-        generate(small, prompt, NoDraft(), max_new_tokens=10, stop_ids=set())
+        generate(small, prompt, NoDrafter(), max_new_tokens=10, stop_ids=set())
     roomy = TorchRuntime(ensure_tiny_model(), device="cpu", context_limit=len(prompt) + 5)
-    gen = generate(roomy, prompt, NoDraft(), max_new_tokens=10, stop_ids=set())
+    gen = generate(roomy, prompt, NoDrafter(), max_new_tokens=10, stop_ids=set())
     assert len(gen.token_ids) == 5 and gen.stats.finish_reason == "length"

@@ -21,8 +21,9 @@ pytest.importorskip("transformers")
 import trtllm_standin
 
 from fastapply import prompts
+from fastapply.drafting import NoDrafter
 from fastapply.examples import load_edits
-from fastapply.speculate import NoDraft, generate
+from fastapply.speculate import GenerationRequest, generate
 from fastapply.tinymodel import ensure_tiny_model
 
 ENGINE_MAX_DRAFT = 8
@@ -69,7 +70,7 @@ def torch_rt(tiny: Path) -> Any:
 
 
 def greedy(torch_rt: Any, prompt: list[int], n: int = 24) -> list[int]:
-    return generate(torch_rt, prompt, NoDraft(), max_new_tokens=n, stop_ids=set()).token_ids
+    return generate(torch_rt, prompt, NoDrafter(), max_new_tokens=n, stop_ids=set()).token_ids
 
 
 @pytest.fixture
@@ -135,7 +136,7 @@ def test_generate_equals_torch_runtime(engine_rt: Any, torch_rt: Any, tokenizer:
                                        records: list[dict[str, Any]]) -> None:
     prompt = prompt_for(tokenizer, records[1])
     truth = greedy(torch_rt, prompt, 30)
-    plain = generate(engine_rt, prompt, NoDraft(), max_new_tokens=30, stop_ids=set())
+    plain = generate(engine_rt, prompt, NoDrafter(), max_new_tokens=30, stop_ids=set())
     oracle = generate(engine_rt, prompt, Oracle(truth), max_new_tokens=30, stop_ids=set())
     assert plain.token_ids == truth and oracle.token_ids == truth
     assert plain.stats.forward_passes == 30
@@ -231,11 +232,11 @@ def test_pytorch_backend_plugs_in_the_drafter(pytorch_rt: Any, torch_rt: Any, to
     prompt = prompt_for(tokenizer, records[0])
     truth = greedy(torch_rt, prompt, 30)
     # the true output as the drafter's only source: every draft is accepted
-    gen = pytorch_rt.generate(prompt, [truth], max_new_tokens=30, stop_ids=set())
+    gen = pytorch_rt.generate(GenerationRequest(prompt, [truth], frozenset(), 30))
     assert gen.token_ids == truth
     assert gen.stats.forward_passes < 12 and gen.stats.accepted_draft_tokens > 15
     # a source that is no help: same output, one token per pass
-    noise = pytorch_rt.generate(prompt, [[5, 6, 7]], max_new_tokens=30, stop_ids=set())
+    noise = pytorch_rt.generate(GenerationRequest(prompt, [[5, 6, 7]], frozenset(), 30))
     assert noise.token_ids == truth
     assert not pytorch_rt.registry._by_prompt and not pytorch_rt.registry._by_request
 
@@ -247,7 +248,7 @@ def test_pytorch_backend_streams_and_stops(pytorch_rt: Any, torch_rt: Any, token
     truth = greedy(torch_rt, prompt)
     stop = truth[5]
     chunks: list[list[int]] = []
-    gen = pytorch_rt.generate(prompt, [truth], max_new_tokens=24, stop_ids={stop},
+    gen = pytorch_rt.generate(GenerationRequest(prompt, [truth], frozenset({stop}), 24),
                               on_tokens=chunks.append)
     assert gen.token_ids == truth[: truth.index(stop) + 1]
     assert gen.stats.finish_reason == "stop"

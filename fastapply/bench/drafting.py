@@ -15,13 +15,12 @@ per step). Drafters:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import load_edits, print_table
+from fastapply.bench.common import load_edits, percentile, print_table
 
 #: Snippet field of an edit record, per ``--format``.
 FIELDS = {"lazy": "lazy_snippet", "search_replace": "search_replace", "udiff": "udiff"}
@@ -64,13 +63,8 @@ def candidate_merger() -> Callable[[str, str], str | None]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
-    from fastapply.drafting import (
-        Drafter,
-        OriginalCursorDrafter,
-        PromptLookupDrafter,
-        SpeculativeEditsDrafter,
-        simulate,
-    )
+    from fastapply.bench.baselines import OriginalCursorDrafter, PromptLookupDrafter, simulate
+    from fastapply.drafting import Drafter, SpeculativeEditsDrafter
 
     if args.tokenizer is None:
         from fastapply.tinymodel import ensure_tiny_model
@@ -114,7 +108,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for name in NAMES:
         tps = target_tokens / steps[name] if steps[name] else 0.0
-        p50_us = statistics.median(times[name]) / 1e3 if times[name] else 0.0
+        p50_us = percentile(times[name], 50) / 1e3
         # each step (prefill included) yields one token of its own; the rest were drafted
         accepted = target_tokens - steps[name]
         acceptance = accepted / drafted[name] if drafted[name] else 0.0

@@ -16,6 +16,7 @@ mostly rejected: that run shows what speculation costs when it cannot help.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from fastapply import prompts
-    from fastapply.drafting import SpeculativeEditsDrafter
     from fastapply.runtimes.torch import TorchRuntime
-    from fastapply.service import draft_texts
-    from fastapply.speculate import generate
     from fastapply.tinymodel import ensure_tiny_model
 
     model_dir = args.model or ensure_tiny_model()
@@ -87,8 +85,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     hf_generate(prompts.build_prompt_ids(tok, fmt, warm["original"], warm[field]), 8)
     for rec in edits:
         original, snippet = rec["original"], rec[field]
-        prompt = prompts.build_prompt_ids(tok, fmt, original, snippet)
         budget = len(prompts.encode(tok, fmt.expected_output(rec["updated"]))) + 8
+        request = prompts.build_request(tok, fmt, original, snippet, stop_ids=stop_ids,
+                                        max_new_tokens=budget, max_draft_len=args.k)
+        prompt = request.prompt_ids
         outputs: dict[str, list[int]] = {}
         for method in METHODS:
             _sync(device)
@@ -99,14 +99,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ids, passes = hf_generate(
                     prompt, budget, prompt_lookup_num_tokens=args.prompt_lookup_tokens), 0
             else:
-                if method == "corpus":
-                    sources = [prompts.encode(tok, fmt.expected_output(t))
-                               for t in draft_texts(original, snippet)]
-                else:
-                    sources = [outputs["greedy"]]
-                drafter = SpeculativeEditsDrafter(sources, max_k=args.k)
-                gen = generate(runtime, prompt, drafter, max_new_tokens=budget,
-                               stop_ids=stop_ids)
+                if method == "oracle":  # the greedy output as the only source
+                    request = dataclasses.replace(request, sources=[outputs["greedy"]])
+                gen = runtime.generate(request)
                 ids, passes = gen.token_ids, gen.stats.forward_passes
             _sync(device)
             seconds = time.perf_counter() - t0

@@ -1,6 +1,18 @@
 """Runtimes: one module per engine behind one small protocol.
 
-A runtime turns a prompt into a :class:`Session`; a session runs verification steps::
+Every runtime answers a :class:`~fastapply.speculate.GenerationRequest` (prompt ids,
+drafter sources, stop ids, budget) with a :class:`~fastapply.speculate.Generation`::
+
+    gen = runtime.generate(request, on_tokens=stream)   # Runtime: what callers use
+
+Most runtimes only run single verification steps: they subclass :class:`SessionRuntime`,
+whose ``generate`` drives their sessions through :func:`fastapply.speculate.generate`
+with the speculative-edits drafter. A runtime whose engine runs the loop itself
+(TensorRT-LLM's PyTorch backend) implements ``generate`` directly, with the budget, stop
+and statistics rules of :mod:`fastapply.speculate`.
+
+A session runtime turns a prompt into a :class:`Session`; a session runs verification
+steps::
 
     session = runtime.session(prompt_ids)
     first = session.prefill()         # the model's first output token (one forward pass)
@@ -18,7 +30,19 @@ been tested against a stand-in here; see their docstrings.
 
 from __future__ import annotations
 
-from typing import Protocol
+import abc
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from fastapply.speculate import Generation, GenerationRequest
+
+#: The runtime names a service can be configured with (the one list of them).
+RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
+#: The runtimes that run a model (every one but ``deterministic``).
+MODEL_RUNTIMES = RUNTIMES[1:]
+#: The runtimes that need TensorRT-LLM.
+TRTLLM_RUNTIMES = ("trtllm-engine", "trtllm-pytorch")
 
 
 class Session(Protocol):
@@ -41,11 +65,38 @@ class Session(Protocol):
 
 
 class Runtime(Protocol):
-    """A loaded model that can open decoding sessions."""
+    """A loaded model that answers generation requests."""
+
+    #: Largest number of tokens (prompt + output) one request may hold.
+    context_limit: int
+    #: The model's own EOS id(s), if it declares any (stop ids come from the tokenizer too).
+    eos_token_id: int | list[int] | None
+
+    def generate(self, request: GenerationRequest,
+                 on_tokens: Callable[[list[int]], None] | None = None) -> Generation:
+        """Greedy speculative generation; ``on_tokens`` gets each pass's new tokens."""
+        ...
+
+
+class SessionRuntime(abc.ABC):
+    """A runtime that opens decoding sessions; ``generate`` runs the verification loop."""
 
     #: Largest number of tokens (prompt + output) one session may hold.
     context_limit: int
+    #: The model's own EOS id(s), if it declares any.
+    eos_token_id: int | list[int] | None = None
 
+    @abc.abstractmethod
     def session(self, prompt_ids: list[int]) -> Session:
         """Open a session on ``prompt_ids`` (the prompt is not run until ``prefill``)."""
-        ...
+
+    def generate(self, request: GenerationRequest,
+                 on_tokens: Callable[[list[int]], None] | None = None) -> Generation:
+        """:func:`fastapply.speculate.generate` with the speculative-edits drafter."""
+        from fastapply.drafting import SpeculativeEditsDrafter
+        from fastapply.speculate import generate
+
+        drafter = SpeculativeEditsDrafter(request.sources, max_k=request.max_draft_len)
+        return generate(self, request.prompt_ids, drafter,
+                        max_new_tokens=request.max_new_tokens, stop_ids=request.stop_ids,
+                        on_tokens=on_tokens)

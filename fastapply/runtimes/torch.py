@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fastapply.runtimes import SessionRuntime
+
 
 class ModelLoadError(ValueError):
     """The model directory is missing or is not a causal LM checkpoint."""
@@ -87,7 +89,7 @@ class TorchSession:
         self.cache = None
 
 
-class TorchRuntime:
+class TorchRuntime(SessionRuntime):
     """A Hugging Face causal LM loaded with transformers."""
 
     def __init__(self, model_dir: str | Path, device: str | None = None,

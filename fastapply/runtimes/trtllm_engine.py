@@ -29,7 +29,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-#: NGC Triton image whose TensorRT-LLM is 1.2.x (see engine_build/engine.py for how we know).
+from fastapply.runtimes import SessionRuntime
+
+#: NGC Triton image whose TensorRT-LLM is 1.2.x (the last line with trtllm-build engines).
+#: triton-inference-server/server#8805 (2026-05-29): "tritonserver:26.05-trtllm-python-py3
+#: ships TensorRT-LLM 1.2.1"; the Triton compatibility matrix lists 25.12 with 1.1.0.
 TRTLLM_CONTAINER = "nvcr.io/nvidia/tritonserver:26.05-trtllm-python-py3"
 
 
@@ -93,7 +97,7 @@ class TrtllmEngineSession:
         self.tokens = []
 
 
-class TrtllmEngineRuntime:
+class TrtllmEngineRuntime(SessionRuntime):
     """A TensorRT-LLM 1.2.x engine behind a shared executor (external draft tokens)."""
 
     def __init__(self, engine_dir: str | Path | None, max_draft_len: int = 64,

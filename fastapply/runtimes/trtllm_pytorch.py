@@ -5,9 +5,9 @@ NOT RUN ON A MACHINE WITH TENSORRT-LLM. Written against the upstream 1.2.x sourc
 ``Drafter`` base class in ``tensorrt_llm/_torch/speculative/drafter.py``) and tested only
 against the stand-in in ``tests/trtllm_standin.py``.
 
-This backend runs the whole generation loop itself, so the runtime does not offer
-sessions; it offers :meth:`TrtllmPytorchRuntime.generate`, with the signature and result
-type of :func:`fastapply.speculate.generate` except that it takes the drafter's *sources*::
+This backend runs the whole generation loop itself, so the runtime offers no sessions:
+it implements :class:`fastapply.runtimes.Runtime`'s ``generate(request)`` directly, with
+the budget, stop and statistics rules of :mod:`fastapply.speculate`::
 
     llm = LLM(model=fp8_hf_checkpoint,
               speculative_config=UserProvidedDecodingConfig(max_draft_len=K, drafter=d),
@@ -25,14 +25,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapply.metrics import Stats
 from fastapply.runtimes.trtllm_engine import import_module
-from fastapply.speculate import Generation, check_context
+from fastapply.speculate import Generation, GenerationRequest, cut_at_stop, finish, start
 
 
 @dataclass
@@ -136,12 +135,9 @@ def _model_context(model_dir: Path) -> int:
 class TrtllmPytorchRuntime:
     """An FP8 HF checkpoint on TensorRT-LLM's PyTorch backend; see the module docstring.
 
-    ``service.py`` calls ``generate(prompt_ids, sources, max_new_tokens=...,
-    stop_ids=..., on_tokens=...)`` instead of ``fastapply.speculate.generate``.
+    A :class:`fastapply.runtimes.Runtime`: the backend runs the loop, so there are no
+    sessions, and drafts are at most the ``max_draft_len`` the LLM was created with.
     """
-
-    #: service.py: this runtime runs its own loop (no sessions).
-    runs_own_loop = True
 
     def __init__(self, model_dir: str | Path | None, max_draft_len: int = 64,
                  context_limit: int | None = None, kv_cache_free_gpu_memory_fraction: float = 0.9,
@@ -168,23 +164,18 @@ class TrtllmPytorchRuntime:
             **kwargs)
         self.eos_token_id: int | list[int] | None = None
 
-    def session(self, prompt_ids: list[int]) -> Any:
-        raise NotImplementedError("trtllm-pytorch runs its own loop: call generate()")
-
-    def generate(self, prompt_ids: list[int], sources: list[list[int]], *, max_new_tokens: int,
-                 stop_ids: Collection[int],
+    def generate(self, request: GenerationRequest,
                  on_tokens: Callable[[list[int]], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> Generation:
-        """Greedy speculative generation; same contract as fastapply.speculate.generate."""
-        start = clock()
-        room = check_context(len(prompt_ids), self.context_limit)
-        budget = min(max_new_tokens, room)
-        stats = Stats(prompt_tokens=len(prompt_ids), finish_reason="length")
+        """Greedy speculative generation by the backend, with our drafter plugged in."""
+        t0 = clock()
+        prompt_ids, stop_ids = request.prompt_ids, request.stop_ids
+        budget, stats = start(len(prompt_ids), request.max_new_tokens, self.context_limit)
         if budget <= 0:
-            return Generation([], stats, [])
+            return finish(stats, [])
         params = self.sampling_params_cls(max_tokens=budget, end_id=-1,
                                           stop_token_ids=sorted(stop_ids), detokenize=False)
-        key = self.registry.register(prompt_ids, sources)
+        key = self.registry.register(prompt_ids, request.sources)
         out: list[int] = []
         try:
             result = self.llm.generate_async(list(prompt_ids), sampling_params=params,
@@ -196,25 +187,21 @@ class TrtllmPytorchRuntime:
                     new = list(chunk.outputs[0].token_ids)[len(out):]
                     if new:
                         if not out:
-                            stats.ttft_ms = (clock() - start) * 1e3
+                            stats.ttft_ms = (clock() - t0) * 1e3
                         out.extend(new)
                         on_tokens(new)
         finally:
             drafted = self.registry.release(key)
         completion = result.outputs[0]
-        out = list(completion.token_ids)
-        stop_at = next((i for i, t in enumerate(out) if t in stop_ids), -1)
-        if stop_at >= 0:
-            out = out[: stop_at + 1]
-        if stop_at >= 0 or completion.finish_reason == "stop":
+        out, stopped = cut_at_stop(list(completion.token_ids), stop_ids)
+        if stopped or completion.finish_reason == "stop":
             stats.finish_reason = "stop"
         passes = getattr(result, "decoding_iter", None) or getattr(completion, "decoding_iter", 0)
         stats.forward_passes = int(passes or 0)
         if stats.forward_passes:
             stats.accepted_draft_tokens = max(0, len(out) - stats.forward_passes)
             stats.rejected_draft_tokens = max(0, drafted - stats.accepted_draft_tokens)
-        stats.completion_tokens = len(out)
-        return Generation(out, stats, [])
+        return finish(stats, out)
 
     def close(self) -> None:
         self.llm.shutdown()

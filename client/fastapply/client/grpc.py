@@ -33,10 +33,12 @@ import threading
 import time
 import uuid
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapply.metrics import Stats
+from fastapply.service import ApplyResult  # the same result type in and out of process
+
+__all__ = ["ApplyResult", "FastApplyClient", "FastApplyError", "Stream"]
 
 MODEL_NAME = "fast_apply"
 
@@ -61,14 +63,6 @@ class FastApplyError(RuntimeError):
 
 class FastApplyTimeout(FastApplyError):
     """No response from the server within the client's ``timeout_s``."""
-
-
-@dataclass
-class ApplyResult:
-    """The merged file and the server's statistics for the request."""
-
-    merged_code: str
-    stats: Stats = field(default_factory=Stats)
 
 
 class Stream:

@@ -1,10 +1,12 @@
 """``fastapply build`` (also ``python -m fastapply.engine_build``).
 
 Subcommands ``merge-lora``, ``quantize``, ``engine``, ``render``, ``verify`` run one stage
-in a build directory; ``all`` runs them in order with a progress line per stage and
-writes ``OUT/build-report.json``. Every subcommand takes ``--config PROFILE`` (a shipped
-profile name or a YAML file) and ``--out DIR``; ``--model``, ``--adapter`` and
-``--calibration`` override the profile. Inputs are checked before any model is loaded.
+in the build's own folder ``OUT/builds/KEY`` (see :mod:`.layout`); ``all`` runs them in
+order with a progress line per stage and writes ``OUT/builds/KEY/build-report.json``.
+Once every stage is done the build is published: ``OUT/current`` is switched to it
+atomically. Every subcommand takes ``--config PROFILE`` (a shipped profile name or a YAML
+file) and ``--out DIR``; ``--model``, ``--adapter``, ``--calibration`` and ``--candidate``
+override the profile. Inputs are checked before any model is loaded.
 
 Exit status: 0 done; 1 a stage failed (parity under the threshold included); 2 bad input;
 3 a tool is missing here (``trtllm-build``: the message names the container and command).
@@ -19,14 +21,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fastapply.engine_build import layout
 from fastapply.engine_build.errors import BuildError, ToolMissing
+from fastapply.engine_build.profile import CANDIDATES
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="PROFILE",
                    help="profile name (qwen2.5-coder-1.5b, qwen2.5-coder-7b, llama-3.1-8b, "
                         "tiny-cpu) or a profile YAML file")
-    p.add_argument("--out", required=True, type=Path, help="build directory")
+    p.add_argument("--out", required=True, type=Path,
+                   help="build root: each build goes to OUT/builds/KEY, the finished one is "
+                        "published as OUT/current")
     p.add_argument("--model", help="Hugging Face model directory (overrides the profile)")
     p.add_argument("--adapter", help="peft LoRA adapter directory (overrides the profile)")
     p.add_argument("--no-adapter", action="store_true", help="ignore the profile's adapter")
@@ -50,10 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--served", action="store_true", default=None,
                            help="also check served merges equal in-process merges "
                                 "(starts tritonserver)")
-            p.add_argument("--candidate", default="fakequant",
-                           choices=["fakequant", "trtllm-engine", "trtllm-pytorch"],
-                           help="what is compared with the reference (default: modelopt's "
-                                "simulated FP8 on CPU)")
+            p.add_argument("--candidate", choices=CANDIDATES,
+                           help="what is compared with the reference (overrides the "
+                                "profile; default: modelopt's simulated FP8 on CPU)")
             p.add_argument("--min-exact-match", type=float,
                            help="parity threshold 0..1 (overrides the profile)")
 
@@ -69,6 +74,8 @@ def make_profile(args: argparse.Namespace) -> Any:
         profile.calibration = dataclasses.replace(profile.calibration, data=args.calibration)
     if getattr(args, "served", None):
         profile.verify = dataclasses.replace(profile.verify, served=True)
+    if getattr(args, "candidate", None):
+        profile.verify = dataclasses.replace(profile.verify, candidate=args.candidate)
     if getattr(args, "min_exact_match", None) is not None:
         profile.verify = dataclasses.replace(profile.verify,
                                              min_exact_match=args.min_exact_match)
@@ -87,10 +94,9 @@ def _summary(entry: dict[str, Any]) -> str:
     return f"{entry['status']} {artefact}"
 
 
-def run_stages(build: Any, names: list[str], candidate: str) -> int:
+def run_stages(build: Any, names: list[str]) -> int:
     """Run ``names`` in order with a progress line each; the exit status."""
     from fastapply.engine_build import stages
-    from fastapply.engine_build.verify_run import run_verify
 
     for i, name in enumerate(names, 1):
         print(f"[{i}/{len(names)}] {name} ...", flush=True)
@@ -98,9 +104,6 @@ def run_stages(build: Any, names: list[str], candidate: str) -> int:
         if name == "engine" and len(names) == 1:  # asked for by name: a missing tool stops
             def func(b: Any) -> dict[str, Any]:
                 return stages.engine_stage(b, strict=True)
-        elif name == "verify":
-            def func(b: Any) -> dict[str, Any]:
-                return run_verify(b, served=b.profile.verify.served, candidate=candidate)
         try:
             entry = stages.run_stage(build, name, func)
         except ToolMissing as exc:
@@ -130,10 +133,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastapply build: {exc}", file=sys.stderr)
         return 2
     names = list(stages.STAGES) if args.build_command == "all" else [args.build_command]
-    status = run_stages(build, names, getattr(args, "candidate", "fakequant"))
+    if args.build_command == "all" and build.is_published:  # it was complete when published
+        print(f"fastapply build all: {build.out} is already built with these inputs and "
+              f"published as {build.root}/{layout.CURRENT}; nothing to do")
+        return 0
+    print(f"fastapply build: building in {build.out}", flush=True)
+    status = run_stages(build, names)
+    pointer = stages.publish_if_complete(build) if status == 0 else None
     total = time.perf_counter() - start
     print(f"fastapply build {args.build_command}: {'ok' if status == 0 else 'stopped'} in "
           f"{total:.1f} s; report: {build.report_path}")
+    if pointer is not None:
+        print(f"published: {pointer} -> {build.out}")
     return status
 
 

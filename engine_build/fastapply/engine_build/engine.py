@@ -16,11 +16,7 @@ from pathlib import Path
 
 from fastapply.engine_build.errors import BuildError, ToolMissing
 from fastapply.engine_build.profile import Profile
-
-#: NGC Triton image whose TensorRT-LLM is 1.2.x (the last line with trtllm-build engines).
-#: triton-inference-server/server#8805 (2026-05-29): "tritonserver:26.05-trtllm-python-py3
-#: ships TensorRT-LLM 1.2.1"; the Triton compatibility matrix lists 25.12 with 1.1.0.
-TRTLLM_CONTAINER = "nvcr.io/nvidia/tritonserver:26.05-trtllm-python-py3"
+from fastapply.runtimes.trtllm_engine import TRTLLM_CONTAINER
 
 
 def build_command(profile: Profile, checkpoint_dir: str | Path, engine_dir: str | Path,

@@ -94,7 +94,8 @@ def read_quant_config(hf_dir: Path) -> dict[str, Any]:
     return dict(quant)
 
 
-def quantize(model_dir: str | Path, out_dir: str | Path, *, records: list[dict[str, Any]],
+def quantize(model_dir: str | Path, hf_dir: Path, trtllm_dir: Path, *,
+             records: list[dict[str, Any]],
              prompt_format: str, max_prompt_tokens: int, device: str,
              family: str) -> dict[str, Any]:
     """Quantize ``model_dir`` to FP8 and export; return artefact paths and figures."""
@@ -102,7 +103,6 @@ def quantize(model_dir: str | Path, out_dir: str | Path, *, records: list[dict[s
     from modelopt.torch.export import export_hf_checkpoint, export_tensorrt_llm_checkpoint
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out = Path(out_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     sequences = merge_sequences(tokenizer, prompt_format, records, max_prompt_tokens)
     model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
@@ -110,11 +110,10 @@ def quantize(model_dir: str | Path, out_dir: str | Path, *, records: list[dict[s
     result: dict[str, Any] = {"calibration_prompts": len(sequences),
                               "calibration_tokens": sum(len(s) for s in sequences)}
     if family == "llama":
-        ckpt = out / "trtllm-checkpoint"
+        ckpt = trtllm_dir
         export_tensorrt_llm_checkpoint(model, "llama", dtype=torch.bfloat16, export_dir=ckpt,
                                        inference_tensor_parallel=1)
         result["trtllm_checkpoint_dir"] = str(ckpt)
-    hf_dir = out / "hf"
     export_hf_checkpoint(model, dtype=torch.bfloat16, export_dir=hf_dir)
     tokenizer.save_pretrained(hf_dir)
     result["hf_checkpoint_dir"] = str(hf_dir)

@@ -1,17 +1,13 @@
-"""The stages of one build, run in a build directory with a fixed layout::
+"""The stages of one build, run in its own keyed folder (see :mod:`.layout`)::
 
-    OUT/adapter/            random LoRA adapter (tiny-cpu only)
-    OUT/merged/             base + LoRA, bf16 HF checkpoint with tokenizer
-    OUT/quantized/hf/       unified FP8 HF checkpoint (hf_quant_config.json)
-    OUT/quantized/trtllm-checkpoint/   FP8 TRT-LLM checkpoint (Llama family only)
-    OUT/engine/             trtllm-build output
-    OUT/model_repository/   the rendered Triton model repository
-    OUT/logs/<stage>.log    what modelopt and friends print
-    OUT/build-report.json   per stage: status, seconds, artefacts; parity figures
+    ROOT/builds/KEY/   merged/, quantized/hf/, engine/, model_repository/, logs/, ...
+    ROOT/current       -> builds/KEY, switched once every stage is done
 
 Every stage reads its inputs from that layout, so ``fastapply build quantize`` after
-``fastapply build merge-lora`` continues the same build. :func:`preflight` runs first
-and checks every input without loading a model.
+``fastapply build merge-lora`` continues the same build (same inputs, same KEY).
+:func:`preflight` runs first and checks every input without loading a model. Stages that
+write artefacts refuse to run in the published build: a rebuild never overwrites what a
+server may be reading.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapply.engine_build import checks
+from fastapply.engine_build import checks, layout
 from fastapply.engine_build.errors import BuildError, ToolMissing
 from fastapply.engine_build.profile import Profile
 
@@ -37,6 +33,7 @@ class Build:
     """One build: its profile, directory and the checked inputs."""
 
     profile: Profile
+    #: This build's own folder, ``ROOT/builds/KEY`` (every artefact goes under it).
     out: Path
     #: The base model directory (resolved: "tiny" -> the tiny model's directory).
     model_dir: Path
@@ -48,6 +45,8 @@ class Build:
     held_out: list[dict[str, Any]] = field(default_factory=list)
     #: Whether ``held_out`` really excludes the calibration records.
     held_out_disjoint: bool = True
+    #: The build root (``--out``), holding ``builds/`` and the ``current`` pointer.
+    root: Path | None = None
 
     @property
     def family(self) -> str:
@@ -56,11 +55,26 @@ class Build:
     @property
     def merged_dir(self) -> Path:
         """The model later stages start from: the merge output, or the base model."""
-        return self.out / "merged" if self.profile.adapter_dir else self.model_dir
+        return self.out / layout.MERGED if self.profile.adapter_dir else self.model_dir
 
     @property
     def report_path(self) -> Path:
-        return self.out / "build-report.json"
+        return self.out / layout.REPORT
+
+    def path(self, name: str) -> Path:
+        """An artefact's path in this build (``name``: a :mod:`.layout` constant)."""
+        return self.out / name
+
+    @property
+    def is_published(self) -> bool:
+        """Whether ROOT/current points at this build (a server may be reading it)."""
+        return self.root is not None and layout.published(self.root) == self.out.resolve()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every stage is recorded as done or skipped."""
+        stages = load_report(self).get("stages", {})
+        return all(stages.get(s, {}).get("status") in ("done", "skipped") for s in STAGES)
 
 
 def resolve_model_dir(value: str | None) -> Path:
@@ -85,8 +99,18 @@ def split_records(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str
     return calib, records[-profile.verify.num_edits:], False
 
 
-def preflight(profile: Profile, out: Path) -> Build:
-    """Check every input (no model is loaded); raise BuildError naming the problem."""
+def build_inputs(profile: Profile) -> dict[str, Any]:
+    """What changes the artefacts (all of the profile but its name and verify section)."""
+    inputs = asdict(profile)
+    del inputs["name"], inputs["verify"]
+    return inputs
+
+
+def preflight(profile: Profile, root: Path) -> Build:
+    """Check every input (no model is loaded); raise BuildError naming the problem.
+
+    The build's folder is ``root/builds/KEY`` (:func:`.layout.build_key`).
+    """
     model_dir = resolve_model_dir(profile.model_dir)
     config = checks.read_model_config(model_dir)
     checks.check_tokenizer(model_dir)
@@ -95,8 +119,11 @@ def preflight(profile: Profile, out: Path) -> Build:
         checks.check_adapter(adapter, config, model_dir)
     checks.check_calibration(profile.calibration.data, profile.calibration.num_samples)
     calib, held, disjoint = split_records(profile)
+    key = layout.build_key(profile.name, model_dir.resolve(), layout.gpu_type(),
+                           layout.trtllm_version(), build_inputs(profile))
+    out = root / layout.BUILDS / key
     out.mkdir(parents=True, exist_ok=True)
-    return Build(profile, out, model_dir, config, calib, held, disjoint)
+    return Build(profile, out, model_dir, config, calib, held, disjoint, root)
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -122,7 +149,7 @@ def save_stage(build: Build, stage: str, entry: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def stage_log(build: Build, stage: str) -> Iterator[Path]:
     """Send what libraries print during a stage to OUT/logs/<stage>.log."""
-    log = build.out / "logs" / f"{stage}.log"
+    log = build.path(layout.LOGS) / f"{stage}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if stage in ("merge-lora", "quantize", "verify"):
@@ -143,8 +170,8 @@ def merge_stage(build: Build) -> dict[str, Any]:
     if not adapter:
         return {"status": "skipped", "reason": "no adapter: later stages use the model as is"}
     if adapter == "random":
-        adapter = str(make_random_adapter(build.model_dir, build.out / "adapter"))
-    merged = merge_lora(build.model_dir, adapter, build.out / "merged")
+        adapter = str(make_random_adapter(build.model_dir, build.path(layout.ADAPTER)))
+    merged = merge_lora(build.model_dir, adapter, build.path(layout.MERGED))
     return {"status": "done", "adapter_dir": adapter, "merged_dir": str(merged)}
 
 
@@ -154,7 +181,8 @@ def quantize_stage(build: Build) -> dict[str, Any]:
     source = build.merged_dir
     if not (source / "config.json").is_file():
         raise BuildError(f"{source} is missing: run the merge-lora stage first")
-    result = quantize(source, build.out / "quantized", records=build.calibration,
+    result = quantize(source, build.path(layout.QUANTIZED_HF),
+                      build.path(layout.TRTLLM_CHECKPOINT), records=build.calibration,
                       prompt_format=build.profile.prompt_format,
                       max_prompt_tokens=build.profile.calibration.max_prompt_tokens,
                       device=build.profile.device, family=build.family)
@@ -165,8 +193,8 @@ def engine_stage(build: Build, strict: bool = False) -> dict[str, Any]:
     """trtllm-build; a missing tool stops the build when ``strict`` or the runtime needs it."""
     from fastapply.engine_build.engine import build_command, build_engine, missing_message
 
-    ckpt = build.out / "quantized" / "trtllm-checkpoint"
-    engine_dir = build.out / "engine"
+    ckpt = build.path(layout.TRTLLM_CHECKPOINT)
+    engine_dir = build.path(layout.ENGINE)
     if build.family != "llama":
         command = build_command(build.profile, ckpt, engine_dir)
         return {"status": "skipped", "command": " ".join(command),
@@ -192,29 +220,23 @@ def render_params(build: Build) -> dict[str, Any]:
         params.update(model_dir=build.merged_dir,
                       dtype="float32" if p.device == "cpu" else "bfloat16")
     elif p.runtime == "trtllm-pytorch":
-        params.update(model_dir=build.out / "quantized" / "hf")
+        params.update(model_dir=build.path(layout.QUANTIZED_HF))
     else:
-        params.update(engine_dir=build.out / "engine", tokenizer_dir=build.merged_dir)
+        params.update(engine_dir=build.path(layout.ENGINE), tokenizer_dir=build.merged_dir)
     return params
 
 
 def render_stage(build: Build) -> dict[str, Any]:
-    try:
-        from fastapply.model_repo import render_repository
-    except ImportError:
-        raise BuildError("fastapply.model_repo is not available in this installation; "
-                         "reinstall fastapply") from None
-    out = render_repository(build.out / "model_repository", **render_params(build))
-    config = out / "fast_apply" / "config.pbtxt"
-    if "${" in config.read_text():
-        raise BuildError(f"{config}: placeholders left unfilled")
+    from fastapply.model_repo import render_repository  # it refuses unfilled placeholders
+
+    out = render_repository(build.path(layout.MODEL_REPOSITORY), **render_params(build))
     return {"status": "done", "model_repository": str(out), "runtime": build.profile.runtime}
 
 
 def verify_stage(build: Build) -> dict[str, Any]:
     from fastapply.engine_build.verify_run import run_verify
 
-    return run_verify(build, served=build.profile.verify.served)
+    return run_verify(build)
 
 
 STAGE_FUNCS: dict[str, Callable[[Build], dict[str, Any]]] = {
@@ -223,9 +245,17 @@ STAGE_FUNCS: dict[str, Callable[[Build], dict[str, Any]]] = {
 }
 
 
+#: Stages that only read artefacts (and write the report): allowed in the published build.
+READ_ONLY_STAGES = ("verify",)
+
+
 def run_stage(build: Build, stage: str,
               func: Callable[[Build], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Run one stage with its output logged and timed; record it in the report."""
+    if build.is_published and stage not in READ_ONLY_STAGES:
+        raise BuildError(f"{build.out} is the published build ({build.root}/{layout.CURRENT} "
+                         f"points at it), so {stage} will not overwrite it; build with "
+                         f"other inputs, or point {layout.CURRENT} elsewhere first")
     start = time.perf_counter()
     try:
         with stage_log(build, stage):
@@ -240,3 +270,10 @@ def run_stage(build: Build, stage: str,
     entry["seconds"] = round(time.perf_counter() - start, 3)
     save_stage(build, stage, entry)
     return entry
+
+
+def publish_if_complete(build: Build) -> Path | None:
+    """Switch ROOT/current to this build once every stage is done; the pointer, or None."""
+    if build.root is None or not build.complete:
+        return None
+    return layout.publish(build.root, build.out)

@@ -5,6 +5,16 @@ figures are the exact-match rate and, for every edit that differs, the first div
 the token index and the text of both outputs around it. The stage fails under the
 profile's ``verify.min_exact_match``.
 
+Exact match alone can pass while quantisation is broken (a threshold of 0 on a model
+whose greedy output is noise) and fail while it is fine (one flipped argmax early in a
+long merge). So where both models are at hand (the ``fakequant`` candidate) verify also
+reads the same held-out sequences (prompt + true answer) through both, teacher-forced,
+and reports the mean cosine of the two logit vectors per position (``logits_cosine_mean``)
+and the share of positions whose argmax agrees (``top1_agreement``); the stage fails
+under ``verify.min_logits_cosine``. On the tiny random model FP8 keeps the cosine at
+~0.92 (its chaotic logits flip half the argmaxes), and FP8 weight scales off by 100x
+drop it to ~0.00 (``tests/test_engine_build.py`` breaks them on purpose).
+
 On CPU the candidate is modelopt's *simulated* FP8: the same FP8 recipe and calibration
 applied as fake quantization to a float32 copy of the model, compared with the float32
 model. Where TensorRT-LLM is installed, the candidate can be the served runtime instead
@@ -16,14 +26,11 @@ torch runtime) with in-process merges of the same model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fastapply.runtimes import Runtime
 from fastapply.runtimes.torch import TorchRuntime
-
-#: (prompt_ids, drafter sources, max_tokens) -> generated token ids
-Merger = Callable[[list[int], list[list[int]], int], list[int]]
 
 #: Tokens of context shown on each side of a divergence.
 CONTEXT_TOKENS = 8
@@ -56,30 +63,6 @@ class LoadedTorchRuntime(TorchRuntime):
         self.eos_token_id = getattr(model.generation_config, "eos_token_id", None)
 
 
-def runtime_merger(runtime: Any, stop_ids: set[int], max_draft_len: int) -> Merger:
-    """A Merger over any Session runtime, through fastapply.speculate.generate."""
-    from fastapply.drafting import SpeculativeEditsDrafter
-    from fastapply.speculate import generate
-
-    def merge(prompt_ids: list[int], sources: list[list[int]], max_tokens: int) -> list[int]:
-        drafter = SpeculativeEditsDrafter(sources, max_k=max_draft_len)
-        gen = generate(runtime, prompt_ids, drafter, max_new_tokens=max_tokens,
-                       stop_ids=stop_ids)
-        return gen.token_ids
-
-    return merge
-
-
-def generate_merger(runtime: Any, stop_ids: set[int]) -> Merger:
-    """A Merger over the trtllm-pytorch runtime, which runs its own loop."""
-
-    def merge(prompt_ids: list[int], sources: list[list[int]], max_tokens: int) -> list[int]:
-        return list(runtime.generate(prompt_ids, sources, max_new_tokens=max_tokens,
-                                     stop_ids=stop_ids).token_ids)
-
-    return merge
-
-
 def compare_edit(tokenizer: Any, ref: list[int], cand: list[int]) -> dict[str, Any]:
     """Figures of one edit: exact match, or the first divergence with text around it."""
     index = first_divergence(ref, cand)
@@ -96,26 +79,49 @@ def compare_edit(tokenizer: Any, ref: list[int], cand: list[int]) -> dict[str, A
 
 
 def parity(records: list[dict[str, Any]], tokenizer: Any, prompt_format: str,
-           reference: Merger, candidate: Merger, max_tokens: int) -> dict[str, Any]:
-    """Run both mergers over ``records``; return the figures (exact_match_rate etc.)."""
+           reference: Runtime, candidate: Runtime, max_tokens: int,
+           max_draft_len: int) -> dict[str, Any]:
+    """Merge ``records`` on both runtimes; return the figures (exact_match_rate etc.)."""
     from fastapply import prompts
     from fastapply.engine_build.quantize import record_snippet
-    from fastapply.service import draft_texts
 
     fmt = prompts.get_format(prompt_format)
+    stop_ids = prompts.stop_token_ids(tokenizer, reference.eos_token_id)
     rows = []
     for rec in records:
-        snippet = record_snippet(rec)
-        prompt_ids = prompts.build_prompt_ids(tokenizer, fmt, rec["original"], snippet)
-        sources = [prompts.encode(tokenizer, fmt.expected_output(t))
-                   for t in draft_texts(rec["original"], snippet)]
-        ref = reference(prompt_ids, sources, max_tokens)
-        cand = candidate(prompt_ids, sources, max_tokens)
+        request = prompts.build_request(tokenizer, fmt, rec["original"], record_snippet(rec),
+                                        stop_ids=stop_ids, max_new_tokens=max_tokens,
+                                        max_draft_len=max_draft_len)
+        ref = reference.generate(request).token_ids
+        cand = candidate.generate(request).token_ids
         rows.append({"id": rec.get("id"), **compare_edit(tokenizer, ref, cand)})
     exact = sum(r["exact_match"] for r in rows)
     return {"edits": len(rows), "exact_matches": exact,
             "exact_match_rate": exact / len(rows) if rows else 0.0,
             "max_tokens": max_tokens, "per_edit": rows}
+
+
+def logits_agreement(reference: Any, candidate: Any,
+                     sequences: list[list[int]]) -> dict[str, Any]:
+    """Teacher-forced comparison of two models over ``sequences`` (token id lists).
+
+    Per position: whether the argmax agrees, and the cosine of the logit vectors.
+    """
+    import torch
+
+    agree = positions = 0
+    cosines: list[float] = []
+    with torch.inference_mode():
+        for ids in sequences:
+            x = torch.tensor([ids], device=next(reference.parameters()).device)  # [1, S]
+            ref = reference(input_ids=x).logits[0].float()  # [S, V]
+            cand = candidate(input_ids=x).logits[0].float()  # [S, V]
+            agree += int((ref.argmax(-1) == cand.argmax(-1)).sum())
+            positions += len(ids)
+            cosines.extend(torch.nn.functional.cosine_similarity(ref, cand, dim=-1).tolist())
+    return {"sequences": len(sequences), "positions": positions,
+            "top1_agreement": agree / positions if positions else 0.0,
+            "logits_cosine_mean": sum(cosines) / len(cosines) if cosines else 0.0}
 
 
 def fakequant_pair(model_dir: str | Path, calibration: list[list[int]],

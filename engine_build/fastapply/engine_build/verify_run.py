@@ -12,82 +12,93 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fastapply.engine_build import layout
+from fastapply.engine_build.errors import BuildError
+
 if TYPE_CHECKING:
     from fastapply.engine_build.stages import Build
 
-CANDIDATES = ("fakequant", "trtllm-engine", "trtllm-pytorch")
 
 
-def _stop_ids(tokenizer: Any, runtime: Any) -> set[int]:
-    from fastapply import prompts
 
-    return prompts.stop_token_ids(tokenizer, getattr(runtime, "eos_token_id", None))
-
-
-def _mergers(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
-    """(reference Merger, candidate Merger)."""
+def _runtimes(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
+    """(reference runtime, candidate runtime)."""
     from fastapply.engine_build.quantize import merge_sequences
-    from fastapply.engine_build.verify import (
-        fakequant_pair,
-        generate_merger,
-        runtime_merger,
-    )
+    from fastapply.engine_build.verify import fakequant_pair
 
     p = build.profile
-    k = p.max_draft_len
     if candidate == "fakequant":
         calib = merge_sequences(tokenizer, p.prompt_format, build.calibration,
                                 p.calibration.max_prompt_tokens)
-        ref_rt, cand_rt = fakequant_pair(build.merged_dir, calib, p.max_seq_len)
-        stops = _stop_ids(tokenizer, ref_rt)
-        return runtime_merger(ref_rt, stops, k), runtime_merger(cand_rt, stops, k)
+        return fakequant_pair(build.merged_dir, calib, p.max_seq_len)
     from fastapply.runtimes.torch import TorchRuntime
+    from fastapply.runtimes.trtllm_engine import TrtllmNotInstalled, import_module
 
+    try:  # before loading the reference: say where to run, not what failed to load
+        import_module("tensorrt_llm")
+    except TrtllmNotInstalled as exc:
+        raise BuildError(f"verify candidate {candidate}: {exc}") from None
     ref = TorchRuntime(build.merged_dir, device="cuda", dtype="bfloat16",
                        context_limit=p.max_seq_len)
-    stops = _stop_ids(tokenizer, ref)
     if candidate == "trtllm-engine":
         from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime
 
-        engine = TrtllmEngineRuntime(build.out / "engine", max_draft_len=k,
-                                     context_limit=p.max_seq_len)
-        return runtime_merger(ref, stops, k), runtime_merger(engine, stops, k)
+        return ref, TrtllmEngineRuntime(build.path(layout.ENGINE),
+                                        max_draft_len=p.max_draft_len,
+                                        context_limit=p.max_seq_len)
     from fastapply.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
-    backend = TrtllmPytorchRuntime(build.out / "quantized" / "hf", max_draft_len=k,
-                                   context_limit=p.max_seq_len)
-    return runtime_merger(ref, stops, k), generate_merger(backend, stops)
+    return ref, TrtllmPytorchRuntime(build.path(layout.QUANTIZED_HF),
+                                     max_draft_len=p.max_draft_len, context_limit=p.max_seq_len)
 
 
-def run_verify(build: Build, served: bool = False,
-               candidate: str = "fakequant") -> dict[str, Any]:
-    """Parity figures (and the served check); status ``failed`` under the threshold."""
+def judge(figures: dict[str, Any], verify: Any) -> list[str]:
+    """What fails the stage: each figure under its threshold, as a sentence."""
+    problems = []
+    if figures["exact_match_rate"] < verify.min_exact_match:
+        problems.append(f"exact-match rate {figures['exact_match_rate']:.3f} is under the "
+                        f"profile's threshold {verify.min_exact_match}")
+    logits = figures.get("logits")
+    if logits and logits["logits_cosine_mean"] < verify.min_logits_cosine:
+        problems.append(f"logits cosine {logits['logits_cosine_mean']:.4f} is under the "
+                        f"profile's threshold {verify.min_logits_cosine}: the quantized "
+                        f"model's logits are off (check the FP8 scales and calibration)")
+    return problems
+
+
+def run_verify(build: Build) -> dict[str, Any]:
+    """Parity figures (and the served check); status ``failed`` under a threshold.
+
+    The candidate and the served check come from the profile (``verify.candidate``,
+    ``verify.served``; the command line overrides both).
+    """
     from transformers import AutoTokenizer
 
-    from fastapply.engine_build.errors import BuildError
-    from fastapply.engine_build.verify import check_served, parity
+    from fastapply.engine_build.quantize import merge_sequences
+    from fastapply.engine_build.verify import check_served, logits_agreement, parity
 
-    if candidate not in CANDIDATES:
-        raise BuildError(f"unknown candidate {candidate!r}; use one of {', '.join(CANDIDATES)}")
+    p = build.profile
     if not (build.merged_dir / "config.json").is_file():
         raise BuildError(f"{build.merged_dir} is missing: run the merge-lora stage first")
-    p = build.profile
     tokenizer = AutoTokenizer.from_pretrained(build.merged_dir)
-    reference, cand = _mergers(build, tokenizer, candidate)
+    reference, cand = _runtimes(build, tokenizer, p.verify.candidate)
     figures = parity(build.held_out, tokenizer, p.prompt_format, reference, cand,
-                     p.verify.max_tokens)
-    figures.update(candidate=candidate, held_out_disjoint=build.held_out_disjoint,
+                     p.verify.max_tokens, p.max_draft_len)
+    figures.update(candidate=p.verify.candidate, held_out_disjoint=build.held_out_disjoint,
                    min_exact_match=p.verify.min_exact_match)
+    if p.verify.candidate == "fakequant":
+        sequences = merge_sequences(tokenizer, p.prompt_format, build.held_out,
+                                    p.calibration.max_prompt_tokens)
+        figures["logits"] = {**logits_agreement(reference.model, cand.model, sequences),
+                             "min_logits_cosine": p.verify.min_logits_cosine}
     entry: dict[str, Any] = {"parity": figures}
-    ok = figures["exact_match_rate"] >= p.verify.min_exact_match
-    if served:
+    problems = judge(figures, p.verify)
+    if p.verify.served:
         entry["served"] = check_served(build.merged_dir, build.held_out, p.verify.max_tokens,
                                        p.prompt_format, build.out)
-        ok = ok and entry["served"]["served_equals_in_process"]
-    entry["status"] = "done" if ok else "failed"
-    if not ok:
-        entry["error"] = (f"exact-match rate {figures['exact_match_rate']:.3f} is under the "
-                          f"profile's threshold {p.verify.min_exact_match}"
-                          if figures["exact_match_rate"] < p.verify.min_exact_match
-                          else "served merges differ from in-process merges")
+        if not entry["served"]["served_equals_in_process"]:
+            problems.append("served merges differ from in-process merges")
+    entry["status"] = "failed" if problems else "done"
+    if problems:
+        entry["error"] = "; ".join(problems)
     return entry

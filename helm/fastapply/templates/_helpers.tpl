@@ -62,10 +62,25 @@ app.kubernetes.io/component: server
 {{- printf "%s/%s" (trimSuffix "/" .Values.engine.mountPath) .Values.engine.dir }}
 {{- end }}
 
-{{/* A path under the engine root, or itself when absolute. Call with (list $ "path"). */}}
+{{/*
+The build layout of engine_build/layout.py (tests/test_engine_build.py checks they agree):
+`fastapply build all --out <engineRoot>` builds into <engineRoot>/builds/<key> and, once
+done, switches the <engineRoot>/current symlink to it; pods read through the pointer, so a
+rebuild never overwrites the engine a pod is serving.
+*/}}
+{{- define "fastapply.layout" -}}
+{"current": "current", "merged": "merged", "quantizedHf": "quantized/hf", "engine": "engine", "modelRepository": "model_repository"}
+{{- end }}
+
+{{/* The published build as the pods see it. */}}
+{{- define "fastapply.publishedBuild" -}}
+{{- printf "%s/%s" (include "fastapply.engineRoot" .) (include "fastapply.layout" . | fromJson).current }}
+{{- end }}
+
+{{/* A path in the published build, or itself when absolute. Call with (list $ "path"). */}}
 {{- define "fastapply.underEngine" -}}
 {{- $ctx := index . 0 }}{{ $p := index . 1 }}
-{{- if hasPrefix "/" $p }}{{ $p }}{{ else }}{{ printf "%s/%s" (include "fastapply.engineRoot" $ctx) $p }}{{ end }}
+{{- if hasPrefix "/" $p }}{{ $p }}{{ else }}{{ printf "%s/%s" (include "fastapply.publishedBuild" $ctx) $p }}{{ end }}
 {{- end }}
 
 {{/* A path under the engine mount, or itself when absolute. Call with (list $ "path"). */}}
@@ -96,6 +111,7 @@ the serving pods wait for, so they never start on a stale or half-written engine
 {{/* `fastapply serve` arguments, assembled from values. */}}
 {{- define "fastapply.serveArgs" -}}
 {{- $runtime := include "fastapply.runtime" . -}}
+{{- $layout := include "fastapply.layout" . | fromJson -}}
 - serve
 - --runtime
 - {{ $runtime }}
@@ -104,7 +120,7 @@ the serving pods wait for, so they never start on a stale or half-written engine
 - {{ include "fastapply.underEngine" (list . .Values.serve.modelRepository) }}
 {{- else if or (eq $runtime "torch") (eq $runtime "trtllm-pytorch") }}
 - --model
-- {{ include "fastapply.underEngine" (list . (default (ternary "merged" "quantized/hf" (eq $runtime "torch")) .Values.serve.modelPath)) }}
+- {{ include "fastapply.underEngine" (list . (default (ternary $layout.merged $layout.quantizedHf (eq $runtime "torch")) .Values.serve.modelPath)) }}
 {{- else if eq $runtime "trtllm-engine" }}
 - --engine
 - {{ include "fastapply.underEngine" (list . .Values.serve.enginePath) }}
