@@ -263,11 +263,16 @@ def test_a_saturated_server_reports_timeouts_and_no_throughput(
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(report_path.read_text())
     timeouts, completed = report["timeouts"], report["completed"]
-    assert timeouts > completed, report  # (the odd request may finish in time)
-    assert timeouts + completed == report["requests"]
-    assert report["failures_by_kind"] == {"timeout": timeouts} == {"timeout": report["failures"]}
+    # The odd request may end in time: merged, or refused because the random tiny model
+    # filled its context before finishing the file (an "error", never a success).
+    refused = report["failures_by_kind"].get("error", 0)
+    assert timeouts > completed + refused, report
+    assert timeouts + completed + refused == report["requests"]
+    assert report["failures_by_kind"] == {"timeout": timeouts, **({"error": refused} if refused
+                                                                  else {})}
+    assert report["failures"] == timeouts + refused
     assert report["requests_per_s"] == pytest.approx(completed / report["wall_s"])
-    assert report["failures_per_s"] == pytest.approx(timeouts / report["wall_s"])
+    assert report["failures_per_s"] == pytest.approx(report["failures"] / report["wall_s"])
     assert "no answer from" in report["errors"][0]["error"]
 
 
