@@ -50,6 +50,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from fastapply.edits import EditError
+
 #: Score units per unique matched line (scores are integers to make ties exact).
 UNIT = 1000
 #: Cost per original line that a chain skips (drops) between two matches.
@@ -93,6 +95,11 @@ TOPIC = 20
 #: Weight of a blank line (they are everywhere).
 BLANK_WEIGHT = 20
 
+#: Work one merge may do, in units of one alignment cell or one line compared (about a
+#: microsecond each): three times the most any merge of the corpus does (314k), so no
+#: request can hold a worker for seconds. Over it the merge is refused with a message.
+MERGE_WORK = 1_000_000
+
 _NEG = -(1 << 60)
 _WORD = re.compile(r"\w+|[^\w\s]+")
 _LONG_WORD = re.compile(r"\w{3,}")
@@ -116,6 +123,33 @@ class Placement:
     drops: int = 0
     #: The rival's placement, if there is one (the merge may take it instead).
     alternative: Placement | None = None
+
+
+class WorkBudget:
+    """The work a merge may still do; ``spend`` raises EditError once it is spent.
+
+    >>> budget = WorkBudget(10)
+    >>> budget.spend(8)
+    >>> budget.doing = "lazy segment 2 (snippet line 9)"
+    >>> budget.spend(5)
+    Traceback (most recent call last):
+    ...
+    fastapply.edits.EditError: the merge needs more work than its budget (10 units) at lazy ...
+    """
+
+    def __init__(self, units: int = MERGE_WORK) -> None:
+        self.units = units  # the budget
+        self.spent = 0  # units spent so far
+        self.doing = "the snippet"  # what is being merged (for the message)
+
+    def spend(self, units: int) -> None:
+        self.spent += units
+        if self.spent > self.units:
+            raise EditError(
+                f"the merge needs more work than its budget ({self.units:,} units) at "
+                f"{self.doing}: the snippet's lines fit too many places of this large file; "
+                f"split long lazy segments with markers into shorter ones that each show a "
+                f"few distinctive lines of context, or send SEARCH/REPLACE blocks")
 
 
 def key_exact(line: str) -> str:
@@ -172,18 +206,31 @@ class _PrefixMax:
 def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
           marker_after: bool, loose: bool,
           table: dict[str, list[int]] | None = None,
-          context: int | None = None) -> Placement | None:
+          context: int | None = None, index: dict[str, list[str]] | None = None,
+          budget: WorkBudget | None = None) -> Placement | None:
     """Best placement of ``seg`` in ``orig[lo:]``, or None if no line of it matches.
 
     Without a marker before it the segment starts at the top of the file (original lines
     before its first match are dropped, at DEL_COST each); without one after it, it runs
-    to the end. The caller decides what to keep when that would drop much.
+    to the end. The caller decides what to keep when that would drop much. ``table``
+    and ``index`` are the original's ``positions`` and ``word_index`` (built if absent);
+    the work done is spent from ``budget``.
     """
     key = key_loose if loose else key_exact
     if table is None:
         table = positions(orig, key)
+    if budget is None:
+        budget = WorkBudget()
     n = len(orig)
     skeys = [key(s) for s in seg]
+    if not marker_before and not marker_after:  # a whole file: its region is [lo, n)
+        if not any(bisect_left(js, lo) < len(js) for k in skeys for js in [table.get(k, [])]):
+            return None
+        weights = [weight(k, len(table.get(k, ()))) for k in skeys]
+        raw = (list(seg), list(orig[lo:])) if not loose else (skeys, [key(s) for s in orig[lo:]])
+        whole = align(skeys, [key(s) for s in orig[lo:]], lo, lo, n, weights, False, False,
+                      *raw, context=context, budget=budget)[1]
+        return whole if whole.pairs else None
     last = len(seg) - 1
     pairs: list[tuple[int, int]] = []
     scores: list[int] = []
@@ -197,6 +244,7 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         if not js:
             continue
         w = weight(k, len(table.get(k, ())))
+        budget.spend(len(js))
         fresh = []
         for j in js:
             begin = (EDGE_COST if i > 0 else 0) if marker_before else LOCATE_COST * (j - lo)
@@ -229,7 +277,9 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
             cands.append(region)
             if len(cands) == CANDIDATES:
                 break
-    for j in _similar_lines(skeys, lo, table):
+    if index is None:
+        index = word_index(table)
+    for j in _similar_lines(skeys, lo, table, index, budget):
         if all(j < c[0] or j > c[1] for c in cands):
             cands.append((j, j))
     margin = len(seg) + 8
@@ -240,8 +290,7 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         okeys = [key(s) for s in orig[w0:w1]]
         raw = (list(seg), list(orig[w0:w1])) if not loose else (skeys, okeys)
         return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw,
-                     context=context, dropped=_dropped_defs(orig[w0:w1], seg)
-                     if marker_before or marker_after else None)  # a whole file drops all
+                     context=context, dropped=_dropped_defs(orig[w0:w1], seg), budget=budget)
 
     # readings that anchor no line are no placement
     results = sorted((r for r in (window(first, last, lo) for first, last in cands)
@@ -311,8 +360,8 @@ def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> tuple[fl
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
           weights: Sequence[int], marker_before: bool, marker_after: bool,
           sraw: Sequence[str] | None = None, oraw: Sequence[str] | None = None,
-          context: int | None = None,
-          dropped: Sequence[bool] | None = None) -> tuple[int, Placement]:
+          context: int | None = None, dropped: Sequence[bool] | None = None,
+          budget: WorkBudget | None = None) -> tuple[int, Placement]:
     """Exact alignment of a segment with the window ``okeys`` = orig[w0:w0+len(okeys)].
 
     Edit costs: a matched line gains its weight, an original line replaced by a segment
@@ -324,7 +373,18 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     and those between changes at most 2c (a snippet writer shows the same context on
     both sides of a change); without it, at most LEAD and INNER lines.
     Returns (score, placement); among equal scores the placement starting first wins.
+    A segment without markers (a whole file) is aligned piecewise between the lines it
+    shares once with the window (see ``_align_between_anchors``). The work (one unit a
+    cell) is spent from ``budget``.
     """
+    if budget is None:
+        budget = WorkBudget()
+    sraw, oraw = sraw or skeys, oraw or okeys
+    if not marker_before and not marker_after:
+        pieces = _align_between_anchors(skeys, okeys, w0, lo, n, weights, sraw, oraw, budget)
+        if pieces is not None:
+            return pieces
+    budget.spend(len(skeys) * len(okeys))
     big = 1 << 21  # score * big - start: lexicographic (score, -start) in one int
     L, W = len(skeys), len(okeys)
     edge = [0] * L
@@ -334,7 +394,6 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         edge[-1] += EDGE_COST * big
     row = [-(w0 + j) for j in range(W + 1)] if marker_before else \
         [-(DEL_COST * (w0 + j - lo)) * big - lo for j in range(W + 1)]
-    sraw, oraw = sraw or skeys, oraw or okeys
     dele, sub, gap = DEL_COST * big, SUB_COST * big, GAP_COST * big
     # removing a definition the segment does not name
     extra = [DROP_DEF * big if d else 0 for d in dropped] if dropped else [0] * W
@@ -365,7 +424,7 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     backm: list[bytearray] = []  # per match: 1 if the capped run continued a capped run
     backg: list[bytearray] = []  # 2 substitute, 3 insert, 4 delete, 5 changed anchor;
     #                              + 8 * (predecessor state 0 P, 1 M, 2 G + 3 * M's run)
-    stoks, otoks = [_tokens(k) for k in skeys], [_tokens(k) for k in okeys]
+    stoks, otoks = [tokens(k) for k in skeys], [tokens(k) for k in okeys]
     for i in range(L):
         k, gain, e = skeys[i], weights[i] * big, edge[i]
         no_tail_del = marker_after and i == L - 1  # the run after the segment is unchanged
@@ -521,6 +580,89 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                             tuple(pairs), violations=violations, drops=drops)
 
 
+def _align_between_anchors(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int,
+                           n: int, weights: Sequence[int], sraw: Sequence[str],
+                           oraw: Sequence[str], budget: WorkBudget
+                           ) -> tuple[int, Placement] | None:
+    """``align`` for a segment without markers, in linear time where it can: the lines
+    found exactly once in the segment and once in the window, in the longest increasing
+    chain (patience diff's anchors), are matched; the runs between them are aligned on
+    their own. Without markers no context rule couples the runs (``run_cost`` is 0, so
+    a match run and the leading run score alike), so the pieces add up. None when there
+    is no anchor (then the caller aligns the whole).
+
+    >>> score, p = _align_between_anchors(["a", "x", "c"], ["a", "b", "c"], 0, 0, 3,
+    ...                                   [1000] * 3, ["a", "x", "c"], ["a", "b", "c"],
+    ...                                   WorkBudget())
+    >>> p.pairs, p.start, p.end
+    (((0, 0), (2, 2)), (0, 0), (3, 3))
+    """
+    budget.spend(len(skeys) + len(okeys))
+    seen: dict[tuple[str, str], list[int]] = {}
+    for i, line in enumerate(zip(skeys, sraw, strict=True)):
+        seen.setdefault(line, []).append(i)
+    once = {line: at[0] for line, at in seen.items() if len(at) == 1}
+    found: dict[tuple[str, str], list[int]] = {}
+    for j, line in enumerate(zip(okeys, oraw, strict=True)):
+        if line in once:
+            found.setdefault(line, []).append(j)
+    anchors = sorted((once[line], at[0]) for line, at in found.items() if len(at) == 1)
+    chain = _increasing_chain(anchors)
+    if not chain:
+        return None
+    pairs: list[tuple[int, int]] = []
+    score = 0
+    i0 = j0 = 0  # end of the previous anchor run
+    for i, j in [*chain, (len(skeys), len(okeys))]:
+        if i < i0:  # inside the run the previous anchor grew into
+            continue
+        a, b = i, j  # grow the anchor backwards over equal lines
+        while a > i0 and b > j0 and skeys[a - 1] == okeys[b - 1] and sraw[a - 1] == oraw[b - 1]:
+            a, b = a - 1, b - 1
+        if a > i0 or b > j0:
+            piece_score, piece = align(
+                skeys[i0:a], okeys[j0:b], w0 + j0, lo if j0 == 0 else w0 + j0,
+                w0 + b if i < len(skeys) else n, weights[i0:a], False, False,
+                sraw[i0:a], oraw[j0:b], budget=budget)
+            score += piece_score
+            pairs.extend((i0 + x, y) for x, y in piece.pairs)
+        if i == len(skeys):
+            break
+        while a < len(skeys) and b < len(okeys) and skeys[a] == okeys[b] and \
+                sraw[a] == oraw[b]:  # the run, grown forwards
+            pairs.append((a, w0 + b))
+            score += weights[a]
+            a, b = a + 1, b + 1
+        i0, j0 = a, b
+    first, last = (pairs[0][1], pairs[-1][1] + 1) if pairs else (w0, w0)
+    return score, Placement((lo, first), (last, n), tuple(pairs))
+
+
+def _increasing_chain(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Longest chain of ``pairs`` (sorted by their first item) increasing in the second.
+
+    >>> _increasing_chain([(0, 3), (1, 1), (2, 2), (3, 0), (4, 4)])
+    [(1, 1), (2, 2), (4, 4)]
+    """
+    tails: list[int] = []  # tails[k]: second item ending the best chain of length k + 1
+    ends: list[int] = []  # index of that pair
+    back = [-1] * len(pairs)
+    for p, (_, j) in enumerate(pairs):
+        k = bisect_left(tails, j)
+        back[p] = ends[k - 1] if k else -1
+        if k == len(tails):
+            tails.append(j)
+            ends.append(p)
+        else:
+            tails[k], ends[k] = j, p
+    chain = []
+    p = ends[-1] if ends else -1
+    while p >= 0:
+        chain.append(pairs[p])
+        p = back[p]
+    return chain[::-1]
+
+
 _DEF = re.compile(r"^(?:\s*(?:(?:export\s+)?(?:async\s+)?"
                   r"(?:def|class|func(?:\s*\([^)]*\))?|function)"
                   r"|(?:from\s+[\w.]+\s+)?import)"
@@ -566,24 +708,47 @@ def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:
     return a == b
 
 
-def _similar_lines(skeys: Sequence[str], lo: int, table: dict[str, list[int]]) -> list[int]:
+def word_index(table: dict[str, list[int]]) -> dict[str, list[str]]:
+    """The original's distinct lines (keys of ``table``) by each word they hold."""
+    index: dict[str, list[str]] = {}
+    for okey in table:
+        for w in tokens(okey):
+            index.setdefault(w, []).append(okey)
+    return index
+
+
+def _similar_lines(skeys: Sequence[str], lo: int, table: dict[str, list[int]],
+                   index: dict[str, list[str]], budget: WorkBudget) -> list[int]:
     """Original lines (>= lo) most like the segment's changed lines (edited in place).
 
     Anchors of generic context (blank lines, ``}``) fit many places; an edited line
     still shares most words with the line it replaces, so that place is a candidate.
+    A line is like another when they share more than SIMILAR of their words, so it must
+    hold one of the changed line's rarest ``len - need + 1`` words (``need`` = the words
+    it must share): only the lines holding those are compared (prefix filtering).
+
+    >>> table = positions(["a = f(x)", "b = g(y)", "a = f(z)"], key_exact)
+    >>> _similar_lines(["a = f(y)"], 0, table, word_index(table), WorkBudget())
+    [0]
     """
     changed = [k for k in skeys if k.strip() and k not in table]
     found: list[int] = []
-    # each distinct original line once, at its first position >= lo
-    firsts = [(js[i], okey) for okey, js in table.items()
-              for i in [bisect_left(js, lo)] if i < len(js)] if changed else []
     for k in changed[:SIMILAR_PROBES]:
-        toks = _tokens(k)
+        toks = tokens(k)
+        need = int(SIMILAR * len(toks)) + 1
+        rare = sorted(toks, key=lambda w: (len(index.get(w, ())), w))[:len(toks) - need + 1]
+        okeys = {okey for w in rare for okey in index.get(w, ())}
+        budget.spend(len(okeys))
         best, where = SIMILAR, -1
-        for j, okey in firsts:
-            s = similarity(toks, _tokens(okey))
-            if s > best or (s == best and 0 <= j < where):
-                best, where = s, j
+        for okey in okeys:
+            js = table[okey]
+            at = bisect_left(js, lo)
+            if at == len(js):
+                continue
+            j = js[at]  # each distinct original line once, at its first position >= lo
+            sim = similarity(toks, tokens(okey))
+            if sim > best or (sim == best and 0 <= j < where):
+                best, where = sim, j
         if where >= 0 and where not in found:
             found.append(where)
     return found
@@ -597,7 +762,7 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 @lru_cache(maxsize=1 << 16)
-def _tokens(line: str) -> frozenset[str]:
+def tokens(line: str) -> frozenset[str]:
     """The words of a line (for a cheap similarity between a line and its edit)."""
     return frozenset(_WORD.findall(line))
 

@@ -22,20 +22,25 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 from __future__ import annotations
 
 import difflib
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from fastapply._merge_lazy import (
     Placement,
+    WorkBudget,
     key_exact,
     key_loose,
     nonblank_matches,
     place,
     positions,
+    similarity,
+    tokens,
+    word_index,
 )
 from fastapply.edits import BLOCK_FORM, BLOCK_MARKER, EditError, EditPlan, Hunk, parse_edit
 
-__all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
+__all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
 
 #: Tied anchors retried the other way when the chosen reading is in other trouble (each
 #: retry re-runs the reading).
@@ -86,30 +91,42 @@ def _indent(line: str) -> str:
 
 
 def _find_runs(needle: Sequence[str], hay: Sequence[str], key: Callable[[str], str],
-               lo: int = 0) -> list[int]:
-    """Start positions >= lo where ``needle`` occurs in ``hay`` (compared through key)."""
+               table: dict[str, list[int]], budget: WorkBudget) -> list[int]:
+    """Start positions where ``needle`` occurs in ``hay`` (compared through key; ``table``
+    holds hay's positions by key)."""
     if not needle:
         return []
     keys = [key(s) for s in needle]
-    first = keys[0]
     n = len(keys)
-    return [j for j in range(lo, len(hay) - n + 1)
-            if key(hay[j]) == first and all(key(hay[j + t]) == keys[t] for t in range(1, n))]
+    starts = [j for j in table.get(keys[0], ()) if j + n <= len(hay)]
+    budget.spend(len(starts))
+    return [j for j in starts if all(key(hay[j + t]) == keys[t] for t in range(1, n))]
 
 
-def _closest(needle: Sequence[str], orig: Sequence[str]) -> int:
-    """1-based line where ``needle`` comes closest (most aligned lines equal, stripped)."""
+def _closest(needle: Sequence[str], table: dict[str, list[int]],
+             index: dict[str, list[str]], budget: WorkBudget, lo: int = 0) -> int:
+    """1-based line (>= lo + 1) where ``needle`` comes closest: most aligned lines equal
+    (stripped; ``table`` holds the original's positions by stripped line), the first
+    such; if none is equal, the line sharing most words with its first line (``index``:
+    the original's lines by word)."""
     keys = [_loose(s) for s in needle if _loose(s)] or [""]
-    best, best_score = 0, 0.0
-    stripped = [_loose(s) for s in orig]
-    for j in range(len(orig)):
-        score = sum(1 for t, k in enumerate(keys) if j + t < len(orig) and stripped[j + t] == k)
-        if score > best_score:
-            best, best_score = j, score
-    if best_score == 0:
-        ratio = [difflib.SequenceMatcher(None, keys[0], s).quick_ratio() for s in stripped]
-        best = max(range(len(orig)), key=ratio.__getitem__) if orig else 0
-    return best + 1
+    votes: dict[int, int] = {}
+    for t, k in enumerate(keys):
+        js = table.get(k, [])
+        budget.spend(len(js))
+        for j in js:
+            if j - t >= lo:
+                votes[j - t] = votes.get(j - t, 0) + 1
+    if votes:
+        return min(votes, key=lambda j: (-votes[j], j)) + 1
+    toks = tokens(keys[0])
+    near = {okey for w in toks for okey in index.get(w, ())[:1000]}
+    budget.spend(len(near))
+    firsts = [(js[at], okey) for okey in near for js in [table[okey]]
+              for at in [bisect_left(js, lo)] if at < len(js)]
+    if not firsts:
+        return lo + 1
+    return min(firsts, key=lambda f: (-similarity(toks, tokens(f[1])), f[0]))[0] + 1
 
 
 def _reindent(lines: Sequence[str], snippet_indent: str, orig_indent: str) -> list[str]:
@@ -166,6 +183,11 @@ class _Merger:
         self._near: dict[tuple[Hunk, int], int] = shared._near if shared else {}
         # the snippet's non-blank lines, stripped (set by _reading for the first reading)
         self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
+        # the work all readings of one merge may still do
+        self.budget: WorkBudget = shared.budget if shared else WorkBudget()
+        # the original's distinct lines by word, per key function (shared likewise)
+        self._words: dict[Callable[[str], str], dict[str, list[str]]] = \
+            shared._words if shared else {}
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -177,8 +199,8 @@ class _Merger:
 
     def locate(self, hunk: Hunk, block: Sequence[str], near: int | None) -> tuple[int, bool]:
         """Start of ``block`` in the original (-1 if absent) and whether it was loose."""
-        for key, loose in ((_norm, False), (_loose, True)):
-            hits = _find_runs(block, self.orig, key)
+        for key, loose in ((key_exact, False), (key_loose, True)):
+            hits = _find_runs(block, self.orig, key, self._positions(key), self.budget)
             if not hits:
                 continue
             after = [j for j in hits if j >= self.pos] or hits
@@ -196,6 +218,7 @@ class _Merger:
         return -1, False
 
     def replace_block(self, hunk: Hunk) -> None:
+        self.budget.doing = hunk.label
         old, new = list(hunk.old), list(hunk.new)
         if not any(s.strip() for s in old):
             if not self.orig or not any(s.strip() for s in self.orig):
@@ -207,7 +230,8 @@ class _Merger:
         start, loose = self.locate(hunk, old, near)
         if start < 0:
             what = "SEARCH block" if hunk.kind == "search_replace" else "diff hunk"
-            closest = _closest(old, self.orig)
+            closest = _closest(old, self._positions(key_loose), self._index(key_loose),
+                               self.budget)
             self.unsure(closest, f"{what} {hunk.number} (snippet line {hunk.snippet_line}) "
                                  f"not found in the original; closest match at line {closest}")
             return
@@ -222,6 +246,7 @@ class _Merger:
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
+        self.budget.doing = hunk.label
         seg = list(hunk.new)
         if not any(s.strip() for s in self.orig):
             self.replacements.append(_Replacement(0, len(self.orig), seg))
@@ -333,7 +358,7 @@ class _Merger:
         best_loose, best_count = False, 0
         for key, loose in ((key_exact, False), (key_loose, True)):
             p = place(seg, self.orig, self.pos, hunk.marker_before, hunk.marker_after,
-                      loose, self._positions(key), context)
+                      loose, self._positions(key), context, self._index(key), self.budget)
             count = nonblank_matches(p, seg) if p else 0
             if p is not None and (best is None or count > best_count):
                 best, best_loose, best_count = p, loose, count
@@ -368,7 +393,9 @@ class _Merger:
             where, line = self.pos, self.pos + 1
         else:
             if (hunk, self.pos) not in self._near:
-                self._near[hunk, self.pos] = _closest(seg, self.orig[self.pos:]) + self.pos
+                self._near[hunk, self.pos] = _closest(
+                    seg, self._positions(key_loose), self._index(key_loose), self.budget,
+                    self.pos)
             line = self._near[hunk, self.pos]
             where = line - 1
         self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
@@ -382,6 +409,13 @@ class _Merger:
         if table is None:
             table = self._tables[key] = positions(self.orig, key)
         return table
+
+    def _index(self, key: Callable[[str], str]) -> dict[str, list[str]]:
+        """The original's distinct lines by word (built once per key function)."""
+        index = self._words.get(key)
+        if index is None:
+            index = self._words[key] = word_index(self._positions(key))
+        return index
 
     def text_lines(self) -> list[str]:
         out: list[str] = []
@@ -399,11 +433,13 @@ class _Merger:
 
 
 def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
-             shared: _Merger | None, flips: frozenset[int]) -> _Merger:
+             shared: _Merger | None, flips: frozenset[int],
+             budget: WorkBudget | None = None) -> _Merger:
     """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
     the lazy segments numbered in ``flips``."""
     m = _Merger(orig, context, eof, shared, flips)
     if shared is None:
+        m.budget = budget or WorkBudget()
         m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
                                     if s.strip())
     for hunk in plan.hunks:
@@ -458,8 +494,12 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
                                 f"{BLOCK_FORM}")
 
 
-def merge(original: str, plan: EditPlan) -> MergeResult:
-    """Merge ``plan`` into ``original``: best-effort candidate plus unsure places."""
+def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> MergeResult:
+    """Merge ``plan`` into ``original``: best-effort candidate plus unsure places.
+
+    The work it does is spent from ``budget`` (default: MERGE_WORK units); a merge that
+    needs more is refused (EditError) rather than holding a worker for seconds.
+    """
     newline = "\r\n" if original.count("\r\n") > original.count("\n") // 2 else "\n"
     body = original.replace("\r\n", "\n")
     final_newline = body.endswith("\n") or not body
@@ -490,7 +530,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
             if context is not None and best.drops:
                 continue  # only the free reading may still win
             break  # no later reading can win
-        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset())
+        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset(), budget)
         if best is None:
             best = m
         elif context is not None:
@@ -521,6 +561,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
     return MergeResult(text, tuple(m.uncertain))
 
 
-def apply_snippet(original: str, snippet: str) -> MergeResult:
-    """Parse ``snippet`` and merge it into ``original``."""
-    return merge(original, parse_edit(snippet))
+def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
+                  ) -> MergeResult:
+    """Parse ``snippet`` and merge it into ``original`` (spending ``budget``, see merge)."""
+    return merge(original, parse_edit(snippet), budget)
