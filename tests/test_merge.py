@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fastapply.edits import EditError
-from fastapply.merge import MergeResult, Uncertainty, WorkBudget, apply_snippet
+from fastapply.merge import MergeResult, Uncertainty, apply_snippet
 
 CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
               Path(__file__).resolve().parents[1].parent / "shared" / "data" / "edits-dev.jsonl")
@@ -510,40 +510,3 @@ def test_search_replace_with_other_separator_lengths_merges(sep: str) -> None:
               ">>>>>>> REPLACE\n"
     assert apply_snippet(PY, snippet).check() == PY.replace("return 1\n", "return 10\n")
 
-
-def _shapes(lines: int) -> tuple[str, dict[str, str]]:
-    from fastapply.bench.merge_shapes import code_lines, joined, snippets
-
-    text = joined(code_lines(lines, seed=0))
-    return text, snippets(text, seed=0)
-
-
-@pytest.mark.parametrize("shape", ["whole_file_as_lazy", "whole_file_few_edits",
-                                   "search_unmatched_100", "search_matched_100",
-                                   "lazy_many_markers", "udiff_many_hunks"])
-def test_worst_case_shapes_do_work_linear_in_the_file(shape: str) -> None:
-    # Each shape once cost seconds (quadratic in the file). The work a merge does is
-    # counted; at 4,000 lines it must stay within a few units per line.
-    text, snippets = _shapes(4000)
-    budget = WorkBudget()
-    result = apply_snippet(text, snippets[shape], budget)
-    assert budget.spent <= 40 * 4000, budget.spent
-    if shape == "search_unmatched_100":
-        assert result.text == text and len(result.uncertain) == 100
-        return
-    merged = result.check()
-    edits = {"whole_file_as_lazy": 0, "whole_file_few_edits": 3}.get(shape, 100)
-    assert merged.count("  # edited") == edits
-    assert merged.replace("  # edited", "") == text
-
-
-def test_a_merge_over_its_work_budget_is_refused_with_what_to_do() -> None:
-    # A lazy segment of the whole 3,000-line file between markers: its alignment would
-    # be millions of cells. It is refused, naming the segment and what to send instead.
-    text, _ = _shapes(3000)
-    snippet = "# ... existing code ...\n" + text.replace("+ 7\n", "+ 70\n", 1) + "# ...\n"
-    with pytest.raises(EditError, match=r"more work than its budget .* lazy segment 1 "
-                                        r"\(snippet line 2\).* split long lazy segments"):
-        apply_snippet(text, snippet)
-    with pytest.raises(EditError, match="budget"):
-        apply_snippet(PY, "# ...\ndef b():\n    return 20\n# ...\n", WorkBudget(5))
