@@ -233,52 +233,9 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         whole = align(skeys, [key(s) for s in orig[lo:]], lo, lo, n, weights, False, False,
                       *raw, context=context, budget=budget)[1]
         return whole if whole.pairs else None
-    last = len(seg) - 1
-    pairs: list[tuple[int, int]] = []
-    scores: list[int] = []
-    starts: list[int] = []
-    parent: list[int] = []
-    finals: list[tuple[int, int, int]] = []  # (final score, -start, pair index)
-    tree = _PrefixMax(n)
-    for i, k in enumerate(skeys):
-        js = table.get(k, [])
-        js = js[bisect_left(js, lo):]
-        if not js:
-            continue
-        w = weight(k, len(table.get(k, ())))
-        budget.spend(len(js))
-        fresh = []
-        for j in js:
-            begin = (EDGE_COST if i > 0 else 0) if marker_before else LOCATE_COST * (j - lo)
-            value, start, par = w - begin, j, -1
-            prev = tree.query(j)
-            if prev[2] >= 0:
-                chained = prev[0] - LOCATE_COST * (j - 1) + w
-                if chained > value or (chained == value and -prev[1] < start):
-                    value, start, par = chained, -prev[1], prev[2]
-            fresh.append((j, value, start, par))
-        for j, value, start, par in fresh:
-            idx = len(pairs)
-            pairs.append((i, j))
-            scores.append(value)
-            starts.append(start)
-            parent.append(par)
-            tree.update(j, (value + LOCATE_COST * j, -start, idx))
-            end_cost = (EDGE_COST if i < last else 0) if marker_after \
-                else LOCATE_COST * (n - 1 - j)
-            finals.append((value - end_cost, -start, idx))
-    if not finals:
+    cands = _locate(skeys, table, lo, n, marker_before, marker_after, budget)
+    if not cands:
         return None
-    finals.sort(reverse=True)
-    cands: list[tuple[int, int]] = []  # distinct (first, last) matched lines, best first
-    for final, neg_start, idx in finals:
-        if final < finals[0][0] - PRUNE:
-            break
-        region = (-neg_start, pairs[idx][1])
-        if all(region[1] < c[0] or region[0] > c[1] for c in cands):
-            cands.append(region)
-            if len(cands) == CANDIDATES:
-                break
     if index is None:
         index = word_index(table)
     for j in _similar_lines(skeys, lo, table, index, budget):
@@ -317,11 +274,21 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         results = sorted(results + [r for r in more if r[1].pairs],
                          key=lambda r: (-r[0], r[1].start[0]))
         score, best = results[0]
-    # Another place for it: the same score after the chosen region (an ambiguous
-    # anchor), else a different region scoring within CLOSE. It is the rival; on an
-    # exact tie the place whose region the segment resembles wins.
+    return _with_rival(seg, orig, best, score, results, cands, window if marker_before else None)
+
+
+Window = Callable[[int, int, int], tuple[int, Placement]]
+
+
+def _with_rival(seg: Sequence[str], orig: Sequence[str], best: Placement, score: int,
+                results: list[tuple[int, Placement]], cands: list[tuple[int, int]],
+                window: Window | None) -> Placement:
+    """``best`` with its rival, if it has one: the same score after the chosen region
+    (an ambiguous anchor; looked for with ``window`` when a marker comes before), else
+    a different region scoring within CLOSE. On an exact tie the place whose region the
+    segment resembles wins; the other becomes its ``alternative``."""
     alt, alt_score = None, score
-    if marker_before:
+    if window is not None:
         for first, last in cands:
             if first >= best.end[1] and last + 1 - best.end[1] >= 1:
                 other_score, other = window(first, last, best.end[1])
@@ -337,6 +304,58 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
     if alt_score == score and _likeness(seg, orig, alt) > _likeness(seg, orig, best):
         best, alt = alt, best
     return replace(best, rival=alt.start[1], alternative=replace(alt, rival=best.start[1]))
+
+
+def _locate(skeys: Sequence[str], table: dict[str, list[int]], lo: int, n: int,
+            marker_before: bool, marker_after: bool, budget: WorkBudget
+            ) -> list[tuple[int, int]]:
+    """Candidate regions (first, last matched original line) of a segment, best first:
+    the best chains of matched pairs (LOCATE_COST per skipped line), at most CANDIDATES
+    disjoint ones scoring within PRUNE of the best; [] when no line matches.
+
+    >>> table = positions(["x", "a", "b", "y", "a", "b"], key_exact)
+    >>> _locate(["a", "b"], table, 0, 6, True, True, WorkBudget())
+    [(1, 2), (4, 5)]
+    """
+    last = len(skeys) - 1
+    pairs: list[tuple[int, int]] = []
+    finals: list[tuple[int, int, int]] = []  # (final score, -start, pair index)
+    tree = _PrefixMax(n)
+    for i, k in enumerate(skeys):
+        js = table.get(k, [])
+        js = js[bisect_left(js, lo):]
+        if not js:
+            continue
+        w = weight(k, len(table.get(k, ())))
+        budget.spend(len(js))
+        fresh = []
+        for j in js:
+            begin = (EDGE_COST if i > 0 else 0) if marker_before else LOCATE_COST * (j - lo)
+            value, start = w - begin, j
+            prev = tree.query(j)
+            if prev[2] >= 0:
+                chained = prev[0] - LOCATE_COST * (j - 1) + w
+                if chained > value or (chained == value and -prev[1] < start):
+                    value, start = chained, -prev[1]
+            fresh.append((j, value, start))
+        for j, value, start in fresh:
+            idx = len(pairs)
+            pairs.append((i, j))
+            tree.update(j, (value + LOCATE_COST * j, -start, idx))
+            end_cost = (EDGE_COST if i < last else 0) if marker_after \
+                else LOCATE_COST * (n - 1 - j)
+            finals.append((value - end_cost, -start, idx))
+    finals.sort(reverse=True)
+    cands: list[tuple[int, int]] = []  # distinct (first, last) matched lines, best first
+    for final, neg_start, idx in finals:
+        if final < finals[0][0] - PRUNE:
+            break
+        region = (-neg_start, pairs[idx][1])
+        if all(region[1] < c[0] or region[0] > c[1] for c in cands):
+            cands.append(region)
+            if len(cands) == CANDIDATES:
+                break
+    return cands
 
 
 def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> tuple[float, float]:
