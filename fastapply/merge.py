@@ -45,6 +45,9 @@ __all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snipp
 #: Tied anchors retried the other way when the chosen reading is in other trouble (each
 #: retry re-runs the reading).
 TIE_RETRIES = 8
+#: SEARCH blocks (and diff hunks) found by scanning the file; after them an index of its
+#: lines is built (it costs about two scans and makes every later search cheap).
+SCANS = 4
 
 
 @dataclass(frozen=True)
@@ -91,14 +94,18 @@ def _indent(line: str) -> str:
 
 
 def _find_runs(needle: Sequence[str], hay: Sequence[str], key: Callable[[str], str],
-               table: dict[str, list[int]], budget: WorkBudget) -> list[int]:
+               table: dict[str, list[int]] | None, budget: WorkBudget) -> list[int]:
     """Start positions where ``needle`` occurs in ``hay`` (compared through key; ``table``
-    holds hay's positions by key)."""
+    holds hay's positions by key; without it hay is scanned, cheaper for one search)."""
     if not needle:
         return []
     keys = [key(s) for s in needle]
     n = len(keys)
-    starts = [j for j in table.get(keys[0], ()) if j + n <= len(hay)]
+    if table is None:
+        budget.spend(len(hay))
+        starts = [j for j in range(len(hay) - n + 1) if key(hay[j]) == keys[0]]
+    else:
+        starts = [j for j in table.get(keys[0], ()) if j + n <= len(hay)]
     budget.spend(len(starts))
     return [j for j in starts if all(key(hay[j + t]) == keys[t] for t in range(1, n))]
 
@@ -183,6 +190,7 @@ class _Merger:
         self._near: dict[tuple[Hunk, int], int] = shared._near if shared else {}
         # the snippet's non-blank lines, stripped (set by _reading for the first reading)
         self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
+        self._searches = 0  # SEARCH blocks and diff hunks looked for
         # the work all readings of one merge may still do
         self.budget: WorkBudget = shared.budget if shared else WorkBudget()
         # the original's distinct lines by word, per key function (shared likewise)
@@ -200,7 +208,10 @@ class _Merger:
     def locate(self, hunk: Hunk, block: Sequence[str], near: int | None) -> tuple[int, bool]:
         """Start of ``block`` in the original (-1 if absent) and whether it was loose."""
         for key, loose in ((key_exact, False), (key_loose, True)):
-            hits = _find_runs(block, self.orig, key, self._positions(key), self.budget)
+            # the first searches scan the file; later ones use (and build) its index
+            table = self._positions(key) if self._searches >= SCANS else None
+            hits = _find_runs(block, self.orig, key, table, self.budget)
+            self._searches += 1
             if not hits:
                 continue
             after = [j for j in hits if j >= self.pos] or hits
@@ -458,10 +469,14 @@ def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
     >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
     [2]
     """
-    lines = {_norm(s) for s in orig}
+    lines: set[str] | None = None  # the original's lines (built if needed)
     for hunk in plan.hunks:
         for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
-            if s.startswith("-") and _norm(s[1:]) in lines and _norm(s) not in lines:
+            if not s.startswith("-"):
+                continue
+            if lines is None:
+                lines = {_norm(o) for o in orig}
+            if _norm(s[1:]) in lines and _norm(s) not in lines:
                 line = next(j for j, o in enumerate(orig) if _norm(o) == _norm(s[1:])) + 1
                 return [Uncertainty(line, (
                     f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
@@ -480,10 +495,14 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     ...
     fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
     """
-    present = {_loose(s) for s in orig}
+    present: set[str] | None = None  # the original's lines, stripped (built if needed)
     for hunk in plan.hunks:
         for k, s in enumerate(hunk.new):
-            if BLOCK_MARKER.match(s) and _loose(s) not in present:
+            if not BLOCK_MARKER.match(s):
+                continue
+            if present is None:
+                present = {_loose(o) for o in orig}
+            if _loose(s) not in present:
                 where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
                     else hunk.label
                 kind = "SEARCH/REPLACE" if "SEARCH" in s or "REPLACE" in s else \
