@@ -182,7 +182,8 @@ def weight(k: str, count: int) -> int:
 
 
 class _PrefixMax:
-    """Fenwick tree: prefix maxima of (score, -chain start, pair index) over ``j``."""
+    """Fenwick tree: prefix maxima of (score, -chain start, pair index) over columns
+    (the ranks of the matched original lines)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -320,19 +321,20 @@ def _locate(skeys: Sequence[str], table: dict[str, list[int]], lo: int, n: int,
     last = len(skeys) - 1
     pairs: list[tuple[int, int]] = []
     finals: list[tuple[int, int, int]] = []  # (final score, -start, pair index)
-    tree = _PrefixMax(n)
+    found = [js[bisect_left(js, lo):] for k in skeys for js in [table.get(k, [])]]
+    budget.spend(sum(len(js) for js in found))
+    cols = sorted({j for js in found for j in js})  # the tree's columns: matched lines
+    tree = _PrefixMax(len(cols))
     for i, k in enumerate(skeys):
-        js = table.get(k, [])
-        js = js[bisect_left(js, lo):]
+        js = found[i]
         if not js:
             continue
         w = weight(k, len(table.get(k, ())))
-        budget.spend(len(js))
         fresh = []
         for j in js:
             begin = (EDGE_COST if i > 0 else 0) if marker_before else LOCATE_COST * (j - lo)
             value, start = w - begin, j
-            prev = tree.query(j)
+            prev = tree.query(bisect_left(cols, j))  # the best chain ending before line j
             if prev[2] >= 0:
                 chained = prev[0] - LOCATE_COST * (j - 1) + w
                 if chained > value or (chained == value and -prev[1] < start):
@@ -341,7 +343,7 @@ def _locate(skeys: Sequence[str], table: dict[str, list[int]], lo: int, n: int,
         for j, value, start in fresh:
             idx = len(pairs)
             pairs.append((i, j))
-            tree.update(j, (value + LOCATE_COST * j, -start, idx))
+            tree.update(bisect_left(cols, j), (value + LOCATE_COST * j, -start, idx))
             end_cost = (EDGE_COST if i < last else 0) if marker_after \
                 else LOCATE_COST * (n - 1 - j)
             finals.append((value - end_cost, -start, idx))
