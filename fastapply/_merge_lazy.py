@@ -50,6 +50,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from fastapply.edits import EditError
+
 #: Score units per unique matched line (scores are integers to make ties exact).
 UNIT = 1000
 #: Cost per original line that a chain skips (drops) between two matches.
@@ -93,7 +95,14 @@ TOPIC = 20
 #: Weight of a blank line (they are everywhere).
 BLANK_WEIGHT = 20
 
+#: Work one merge may do, in units of one alignment cell or one line compared (about a
+#: microsecond each): three times the most any merge of the corpus does (314k), so no
+#: request can hold a worker for seconds. Over it the merge is refused with a message.
+MERGE_WORK = 1_000_000
+
 _NEG = -(1 << 60)
+#: Scores are packed as ``score * BIG - start`` (lexicographic (score, -start) in one int).
+BIG = 1 << 21
 _WORD = re.compile(r"\w+|[^\w\s]+")
 _LONG_WORD = re.compile(r"\w{3,}")
 
@@ -116,6 +125,33 @@ class Placement:
     drops: int = 0
     #: The rival's placement, if there is one (the merge may take it instead).
     alternative: Placement | None = None
+
+
+class WorkBudget:
+    """The work a merge may still do; ``spend`` raises EditError once it is spent.
+
+    >>> budget = WorkBudget(10)
+    >>> budget.spend(8)
+    >>> budget.doing = "lazy segment 2 (snippet line 9)"
+    >>> budget.spend(5)
+    Traceback (most recent call last):
+    ...
+    fastapply.edits.EditError: the merge needs more work than its budget (10 units) at lazy ...
+    """
+
+    def __init__(self, units: int = MERGE_WORK) -> None:
+        self.units = units  # the budget
+        self.spent = 0  # units spent so far
+        self.doing = "the snippet"  # what is being merged (for the message)
+
+    def spend(self, units: int) -> None:
+        self.spent += units
+        if self.spent > self.units:
+            raise EditError(
+                f"the merge needs more work than its budget ({self.units:,} units) at "
+                f"{self.doing}: the snippet's lines fit too many places of this large file; "
+                f"split long lazy segments with markers into shorter ones that each show a "
+                f"few distinctive lines of context, or send SEARCH/REPLACE blocks")
 
 
 def key_exact(line: str) -> str:
@@ -146,7 +182,8 @@ def weight(k: str, count: int) -> int:
 
 
 class _PrefixMax:
-    """Fenwick tree: prefix maxima of (score, -chain start, pair index) over ``j``."""
+    """Fenwick tree: prefix maxima of (score, -chain start, pair index) over columns
+    (the ranks of the matched original lines)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -172,64 +209,37 @@ class _PrefixMax:
 def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
           marker_after: bool, loose: bool,
           table: dict[str, list[int]] | None = None,
-          context: int | None = None) -> Placement | None:
+          context: int | None = None, index: dict[str, list[str]] | None = None,
+          budget: WorkBudget | None = None) -> Placement | None:
     """Best placement of ``seg`` in ``orig[lo:]``, or None if no line of it matches.
 
     Without a marker before it the segment starts at the top of the file (original lines
     before its first match are dropped, at DEL_COST each); without one after it, it runs
-    to the end. The caller decides what to keep when that would drop much.
+    to the end. The caller decides what to keep when that would drop much. ``table``
+    and ``index`` are the original's ``positions`` and ``word_index`` (built if absent);
+    the work done is spent from ``budget``.
     """
     key = key_loose if loose else key_exact
     if table is None:
         table = positions(orig, key)
+    if budget is None:
+        budget = WorkBudget()
     n = len(orig)
     skeys = [key(s) for s in seg]
-    last = len(seg) - 1
-    pairs: list[tuple[int, int]] = []
-    scores: list[int] = []
-    starts: list[int] = []
-    parent: list[int] = []
-    finals: list[tuple[int, int, int]] = []  # (final score, -start, pair index)
-    tree = _PrefixMax(n)
-    for i, k in enumerate(skeys):
-        js = table.get(k, [])
-        js = js[bisect_left(js, lo):]
-        if not js:
-            continue
-        w = weight(k, len(table.get(k, ())))
-        fresh = []
-        for j in js:
-            begin = (EDGE_COST if i > 0 else 0) if marker_before else LOCATE_COST * (j - lo)
-            value, start, par = w - begin, j, -1
-            prev = tree.query(j)
-            if prev[2] >= 0:
-                chained = prev[0] - LOCATE_COST * (j - 1) + w
-                if chained > value or (chained == value and -prev[1] < start):
-                    value, start, par = chained, -prev[1], prev[2]
-            fresh.append((j, value, start, par))
-        for j, value, start, par in fresh:
-            idx = len(pairs)
-            pairs.append((i, j))
-            scores.append(value)
-            starts.append(start)
-            parent.append(par)
-            tree.update(j, (value + LOCATE_COST * j, -start, idx))
-            end_cost = (EDGE_COST if i < last else 0) if marker_after \
-                else LOCATE_COST * (n - 1 - j)
-            finals.append((value - end_cost, -start, idx))
-    if not finals:
+    if not marker_before and not marker_after:  # a whole file: its region is [lo, n)
+        if not any(bisect_left(js, lo) < len(js) for k in skeys for js in [table.get(k, [])]):
+            return None
+        weights = [weight(k, len(table.get(k, ()))) for k in skeys]
+        raw = (list(seg), list(orig[lo:])) if not loose else (skeys, [key(s) for s in orig[lo:]])
+        whole = align(skeys, [key(s) for s in orig[lo:]], lo, lo, n, weights, False, False,
+                      *raw, context=context, budget=budget)[1]
+        return whole if whole.pairs else None
+    cands = _locate(skeys, table, lo, n, marker_before, marker_after, budget)
+    if not cands:
         return None
-    finals.sort(reverse=True)
-    cands: list[tuple[int, int]] = []  # distinct (first, last) matched lines, best first
-    for final, neg_start, idx in finals:
-        if final < finals[0][0] - PRUNE:
-            break
-        region = (-neg_start, pairs[idx][1])
-        if all(region[1] < c[0] or region[0] > c[1] for c in cands):
-            cands.append(region)
-            if len(cands) == CANDIDATES:
-                break
-    for j in _similar_lines(skeys, lo, table):
+    if index is None:
+        index = word_index(table)
+    for j in _similar_lines(skeys, lo, table, index, budget):
         if all(j < c[0] or j > c[1] for c in cands):
             cands.append((j, j))
     margin = len(seg) + 8
@@ -240,8 +250,7 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         okeys = [key(s) for s in orig[w0:w1]]
         raw = (list(seg), list(orig[w0:w1])) if not loose else (skeys, okeys)
         return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw,
-                     context=context, dropped=_dropped_defs(orig[w0:w1], seg)
-                     if marker_before or marker_after else None)  # a whole file drops all
+                     context=context, dropped=_dropped_defs(orig[w0:w1], seg), budget=budget)
 
     # readings that anchor no line are no placement
     results = sorted((r for r in (window(first, last, lo) for first, last in cands)
@@ -266,11 +275,21 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         results = sorted(results + [r for r in more if r[1].pairs],
                          key=lambda r: (-r[0], r[1].start[0]))
         score, best = results[0]
-    # Another place for it: the same score after the chosen region (an ambiguous
-    # anchor), else a different region scoring within CLOSE. It is the rival; on an
-    # exact tie the place whose region the segment resembles wins.
+    return _with_rival(seg, orig, best, score, results, cands, window if marker_before else None)
+
+
+Window = Callable[[int, int, int], tuple[int, Placement]]
+
+
+def _with_rival(seg: Sequence[str], orig: Sequence[str], best: Placement, score: int,
+                results: list[tuple[int, Placement]], cands: list[tuple[int, int]],
+                window: Window | None) -> Placement:
+    """``best`` with its rival, if it has one: the same score after the chosen region
+    (an ambiguous anchor; looked for with ``window`` when a marker comes before), else
+    a different region scoring within CLOSE. On an exact tie the place whose region the
+    segment resembles wins; the other becomes its ``alternative``."""
     alt, alt_score = None, score
-    if marker_before:
+    if window is not None:
         for first, last in cands:
             if first >= best.end[1] and last + 1 - best.end[1] >= 1:
                 other_score, other = window(first, last, best.end[1])
@@ -286,6 +305,59 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
     if alt_score == score and _likeness(seg, orig, alt) > _likeness(seg, orig, best):
         best, alt = alt, best
     return replace(best, rival=alt.start[1], alternative=replace(alt, rival=best.start[1]))
+
+
+def _locate(skeys: Sequence[str], table: dict[str, list[int]], lo: int, n: int,
+            marker_before: bool, marker_after: bool, budget: WorkBudget
+            ) -> list[tuple[int, int]]:
+    """Candidate regions (first, last matched original line) of a segment, best first:
+    the best chains of matched pairs (LOCATE_COST per skipped line), at most CANDIDATES
+    disjoint ones scoring within PRUNE of the best; [] when no line matches.
+
+    >>> table = positions(["x", "a", "b", "y", "a", "b"], key_exact)
+    >>> _locate(["a", "b"], table, 0, 6, True, True, WorkBudget())
+    [(1, 2), (4, 5)]
+    """
+    last = len(skeys) - 1
+    pairs: list[tuple[int, int]] = []
+    finals: list[tuple[int, int, int]] = []  # (final score, -start, pair index)
+    found = [js[bisect_left(js, lo):] for k in skeys for js in [table.get(k, [])]]
+    budget.spend(sum(len(js) for js in found))
+    cols = sorted({j for js in found for j in js})  # the tree's columns: matched lines
+    tree = _PrefixMax(len(cols))
+    for i, k in enumerate(skeys):
+        js = found[i]
+        if not js:
+            continue
+        w = weight(k, len(table.get(k, ())))
+        fresh = []
+        for j in js:
+            begin = (EDGE_COST if i > 0 else 0) if marker_before else LOCATE_COST * (j - lo)
+            value, start = w - begin, j
+            prev = tree.query(bisect_left(cols, j))  # the best chain ending before line j
+            if prev[2] >= 0:
+                chained = prev[0] - LOCATE_COST * (j - 1) + w
+                if chained > value or (chained == value and -prev[1] < start):
+                    value, start = chained, -prev[1]
+            fresh.append((j, value, start))
+        for j, value, start in fresh:
+            idx = len(pairs)
+            pairs.append((i, j))
+            tree.update(bisect_left(cols, j), (value + LOCATE_COST * j, -start, idx))
+            end_cost = (EDGE_COST if i < last else 0) if marker_after \
+                else LOCATE_COST * (n - 1 - j)
+            finals.append((value - end_cost, -start, idx))
+    finals.sort(reverse=True)
+    cands: list[tuple[int, int]] = []  # distinct (first, last) matched lines, best first
+    for final, neg_start, idx in finals:
+        if final < finals[0][0] - PRUNE:
+            break
+        region = (-neg_start, pairs[idx][1])
+        if all(region[1] < c[0] or region[0] > c[1] for c in cands):
+            cands.append(region)
+            if len(cands) == CANDIDATES:
+                break
+    return cands
 
 
 def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> tuple[float, float]:
@@ -311,8 +383,8 @@ def _likeness(seg: Sequence[str], orig: Sequence[str], p: Placement) -> tuple[fl
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
           weights: Sequence[int], marker_before: bool, marker_after: bool,
           sraw: Sequence[str] | None = None, oraw: Sequence[str] | None = None,
-          context: int | None = None,
-          dropped: Sequence[bool] | None = None) -> tuple[int, Placement]:
+          context: int | None = None, dropped: Sequence[bool] | None = None,
+          budget: WorkBudget | None = None) -> tuple[int, Placement]:
     """Exact alignment of a segment with the window ``okeys`` = orig[w0:w0+len(okeys)].
 
     Edit costs: a matched line gains its weight, an original line replaced by a segment
@@ -324,201 +396,390 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     and those between changes at most 2c (a snippet writer shows the same context on
     both sides of a change); without it, at most LEAD and INNER lines.
     Returns (score, placement); among equal scores the placement starting first wins.
+    A segment without markers (a whole file) is aligned piecewise between the lines it
+    shares once with the window (see ``_align_between_anchors``). The work (one unit a
+    cell) is spent from ``budget``.
     """
-    big = 1 << 21  # score * big - start: lexicographic (score, -start) in one int
-    L, W = len(skeys), len(okeys)
-    edge = [0] * L
-    if marker_before:
-        edge[0] = EDGE_COST * big
-    if marker_after:
-        edge[-1] += EDGE_COST * big
-    row = [-(w0 + j) for j in range(W + 1)] if marker_before else \
-        [-(DEL_COST * (w0 + j - lo)) * big - lo for j in range(W + 1)]
+    if budget is None:
+        budget = WorkBudget()
     sraw, oraw = sraw or skeys, oraw or okeys
-    dele, sub, gap = DEL_COST * big, SUB_COST * big, GAP_COST * big
-    # removing a definition the segment does not name
-    extra = [DROP_DEF * big if d else 0 for d in dropped] if dropped else [0] * W
-    drop = [dele + x for x in extra]  # cost of dropping each window line
-    run_cost = RUN_COST * big if marker_before or marker_after else 0  # not a whole file
-    lead_max = LEAD if context is None else context
-    inner_max = INNER if context is None else 2 * context
-    lead_min = context if context is not None and marker_before else 0
-    trail_min = context if context is not None and marker_after else 0
+    if not marker_before and not marker_after:
+        pieces = _align_between_anchors(skeys, okeys, w0, lo, n, weights, sraw, oraw, budget)
+        if pieces is not None:
+            return pieces
+    budget.spend(len(skeys) * len(okeys))
+    big = BIG
+    seg_len, win_len = len(skeys), len(okeys)
+    edges = [0] * seg_len
+    if marker_before:
+        edges[0] = EDGE_COST * big
+    if marker_after:
+        edges[-1] += EDGE_COST * big
+    first_row = [-(w0 + j) for j in range(win_len + 1)] if marker_before else \
+        [-(DEL_COST * (w0 + j - lo)) * big - lo for j in range(win_len + 1)]
+    g = _Grid(skeys, okeys, sraw, oraw, gains=[w * big for w in weights], edges=edges,
+              # removing a definition the segment does not name
+              extra=[DROP_DEF * big if d else 0 for d in dropped] if dropped
+              else [0] * win_len, first_row=first_row,
+              run_cost=RUN_COST * big if marker_before or marker_after else 0,
+              lead_max=LEAD if context is None else context,
+              lead_min=context if context is not None and marker_before else 0,
+              trail_min=context if context is not None and marker_after else 0,
+              inner_max=INNER if context is None else 2 * context, marker_after=marker_after)
+    filled = _fill(g)
+    end, state, total = _best_end(g, filled, w0, n)
+    score = -((-total) // big) if total % big else total // big
+    path = _traceback(g, filled, end, state, w0)
+    violations = _context_violations(g, path.context, marker_after) if g.run_cost else 0
+    consumed = path.consumed
+    first = min(consumed) if consumed else w0 + path.column
+    last = max(consumed) + 1 if consumed else w0 + path.column
+    region = (first if marker_before else lo, last if marker_after else n)
+    if g.run_cost and not violations and region[0] >= w0 and region[1] <= w0 + win_len and \
+            _same(skeys, okeys[region[0] - w0:region[1] - w0], not marker_after):
+        # The path's only "change" was a no-op (insert X, delete X): there is none.
+        violations = 1
+    pairs = path.pairs
+    # no pair: the best reading anchors nothing (the caller discards it)
+    matched = (pairs[0][1], pairs[-1][1] + 1) if pairs else (first, first)
+    return score, Placement((region[0], matched[0]), (matched[1], region[1]),
+                            tuple(pairs), violations=violations, drops=path.drops)
 
-    def leave(r: int) -> int:
+
+#: Alignment states, as the back-pointers store them: STATE_LEAD (no change yet: the
+#: leading context run; row i has run i), STATE_EDIT (the last step changed something)
+#: and, for a run of r + 1 matches ending at the cell, ``match_state(r)`` (r < cap; the
+#: last one counts runs of cap or more).
+STATE_LEAD, STATE_EDIT = 0, 2
+#: Steps into an edit cell, stored as ``step + STEP * predecessor state``: SUBSTITUTE and
+#: CHANGED_ANCHOR consume a line of each (CHANGED_ANCHOR: equal keys, different text; it
+#: is a pair), INSERT a segment line, DELETE an original line.
+SUBSTITUTE, INSERT, DELETE, CHANGED_ANCHOR = 2, 3, 4, 5
+STEP = 8
+
+
+def match_state(r: int) -> int:
+    """The state of a run of ``r + 1`` matches (1, 4, 7, ...: never a lead or edit state)."""
+    return 1 + 3 * r
+
+
+@dataclass
+class _Grid:
+    """The alignment's cost model for one segment against one window (see ``align``).
+
+    Scores are packed as ``score * BIG - start`` so that one integer compares
+    (score, -start) lexicographically; every cost below is in those units.
+    """
+
+    skeys: Sequence[str]  # segment line keys
+    okeys: Sequence[str]  # window line keys
+    sraw: Sequence[str]  # segment lines as written (a match needs equal text too)
+    oraw: Sequence[str]
+    gains: list[int]  # per segment line: gain of matching it
+    edges: list[int]  # per segment line: cost of leaving it unmatched (EDGE_COST at markers)
+    extra: list[int]  # per window line: DROP_DEF if removing it drops a definition
+    first_row: list[int]  # STATE_LEAD values of row 0 (what lines before the window cost)
+    run_cost: int  # cost of a context run outside the contract (0 for a whole file)
+    lead_max: int  # longest context run before the first change / after the last
+    lead_min: int  # shortest one before the first change (0 without a marker before)
+    trail_min: int  # shortest one after the last change (0 without a marker after)
+    inner_max: int  # longest context run between two changes
+    marker_after: bool  # a marker follows: no deletion after the last segment line
+
+    @property
+    def cap(self) -> int:
+        """Match run lengths kept apart (the last one means cap or more)."""
+        return self.inner_max + 1
+
+    def leave_lead(self, r: int) -> int:
         """Cost of the first change after a leading context run of r lines."""
-        return run_cost if r > lead_max or r < lead_min else 0
+        return self.run_cost if r > self.lead_max or r < self.lead_min else 0
 
-    # Three kinds of state per cell: no change yet (P: the leading context run, row i
-    # has run i), last step a match (M, one state per length of the run of matches
-    # ending there, 1 .. cap, the last meaning cap or more) or last step an edit (G).
-    # Context runs are short (the snippet shows 1-3 lines of context beside each change,
-    # so at most lead_max lines before the first change and after the last, at most
-    # inner_max between changes, and at least one change): longer runs cost RUN_COST.
-    # Keeping the run length in the state makes these costs exact. M -> G opens a
-    # change block (GAP_COST). M states exist only where the lines match (sparse).
+
+@dataclass
+class _Filled:
+    """The last row of the table and every row's back-pointers."""
+
+    lead: list[int]  # STATE_LEAD values of the last row, per column
+    edit: list[int]  # STATE_EDIT values
+    match: list[list[int] | None]  # match values by run (None where the lines differ)
+    back_edit: list[bytearray]  # per row and column: step + STEP * predecessor state
+    back_capped: list[bytearray]  # per row and column: 1 if a capped run continued one
+
+
+def _fill(g: _Grid) -> _Filled:
+    """Fill the table row by row (one row per segment line, one column per window line)
+    and keep the back-pointers; only the last row's values are kept."""
+    seg_len, win_len = len(g.skeys), len(g.okeys)
+    skeys, okeys, sraw, oraw, extra = g.skeys, g.okeys, g.sraw, g.oraw, g.extra
+    big, cap, run_cost = BIG, g.cap, g.run_cost
     neg = _NEG * big
-    cap = inner_max + 1
-    rowp, rowg = row, [neg] * (W + 1)
-    rowm: list[list[int] | None] = [None] * (W + 1)  # M values by run length - 1
-    rowml, rowmr = [neg] * (W + 1), [0] * (W + 1)  # best M value to leave from, its run
-    backm: list[bytearray] = []  # per match: 1 if the capped run continued a capped run
-    backg: list[bytearray] = []  # 2 substitute, 3 insert, 4 delete, 5 changed anchor;
-    #                              + 8 * (predecessor state 0 P, 1 M, 2 G + 3 * M's run)
-    stoks, otoks = [_tokens(k) for k in skeys], [_tokens(k) for k in okeys]
-    for i in range(L):
-        k, gain, e = skeys[i], weights[i] * big, edge[i]
-        no_tail_del = marker_after and i == L - 1  # the run after the segment is unchanged
-        lead_pen = run_cost if i + 1 > lead_max else 0  # P -> P into row i + 1
-        p_out = leave(i)  # leaving P at row i
-        p_out_next = leave(i + 1)  # leaving P at row i + 1 (a deletion after row i)
-        curp, curg = [neg], [neg]
-        curm: list[list[int] | None] = [None]
-        curml, curmr = [neg], [0]
-        cm, cg = bytearray(W + 1), bytearray(W + 1)
+    gap, sub = GAP_COST * big, SUB_COST * big
+    drop = [DEL_COST * big + x for x in extra]  # cost of dropping each window line
+    lead_row, edit_row = g.first_row, [neg] * (win_len + 1)
+    match_row: list[list[int] | None] = [None] * (win_len + 1)
+    # best match value to leave from (into an edit), per column, and its run
+    leave_row, leave_run = [neg] * (win_len + 1), [0] * (win_len + 1)
+    back_capped: list[bytearray] = []
+    back_edit: list[bytearray] = []
+    stoks, otoks = [tokens(k) for k in skeys], [tokens(k) for k in okeys]
+    for i in range(seg_len):
+        k, gain, edge, toks = skeys[i], g.gains[i], g.edges[i], stoks[i]
+        no_delete = g.marker_after and i == seg_len - 1  # the lines after it stay
+        lead_pen = run_cost if i + 1 > g.lead_max else 0  # lead -> lead into row i + 1
+        lead_out = g.leave_lead(i)  # leaving the lead state at row i
+        lead_out_next = g.leave_lead(i + 1)  # leaving it at row i + 1 (after a deletion)
+        lead, edit = [neg], [neg]
+        match: list[list[int] | None] = [None]
+        leave, leave_r = [neg], [0]
+        capped, back = bytearray(win_len + 1), bytearray(win_len + 1)
         # column 0: insert from row i, column 0
-        cands = ((rowp[0] - gap - p_out, 0), (rowg[0], 2))
-        v0, f0 = max(cands)
-        curg[0] = v0 - e
-        cg[0] = 3 + 8 * f0
-        toks = stoks[i]
-        for j in range(W):
-            # leaving states at (i, j) into an edit
-            pp, pg = rowp[j], rowg[j]
-            if okeys[j] == k and sraw[i] == oraw[j]:
-                curp.append(pp + gain - lead_pen)
+        v0, f0 = max((lead_row[0] - gap - lead_out, STATE_LEAD), (edit_row[0], STATE_EDIT))
+        edit[0] = v0 - edge
+        back[0] = INSERT + STEP * f0
+        for j in range(win_len):
+            lead_here, edit_here = lead_row[j], edit_row[j]
+            if okeys[j] == k and sraw[i] == oraw[j]:  # a match: lead and match states
+                lead.append(lead_here + gain - lead_pen)
                 vec = [neg] * cap
-                vec[0] = pg + gain
-                prev = rowm[j]
+                vec[0] = edit_here + gain
+                prev = match_row[j]
                 if prev is not None:
                     vec[1:cap - 1] = [x + gain for x in prev[:cap - 2]]
                     if prev[cap - 1] > prev[cap - 2]:
                         vec[cap - 1] = prev[cap - 1] + gain
-                        cm[j + 1] = 1
+                        capped[j + 1] = 1
                     else:
                         vec[cap - 1] = prev[cap - 2] + gain
-                curm.append(vec)
+                match.append(vec)
                 lv, lr = max((x, r) for r, x in enumerate(vec[:cap - 1]))
                 if vec[cap - 1] - run_cost > lv:  # a run longer than inner_max
                     lv, lr = vec[cap - 1] - run_cost, cap - 1
-                curml.append(lv)
-                curmr.append(lr)
-                v, c = neg, 2
+                leave.append(lv)
+                leave_r.append(lr)
+                v, step = neg, SUBSTITUTE
             else:
-                curp.append(neg)
-                curm.append(None)
-                curml.append(neg)
-                curmr.append(0)
-                bp = pp - gap - p_out
-                bm = rowml[j] - gap
-                base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * rowmr[j])
-                if pg > base:
-                    base, f = pg, 2
+                lead.append(neg)
+                match.append(None)
+                leave.append(neg)
+                leave_r.append(0)
+                # substitute (or a changed anchor): from (i, j)
+                from_lead = lead_here - gap - lead_out
+                from_match = leave_row[j] - gap
+                base, f = (from_lead, STATE_LEAD) if from_lead >= from_match else \
+                    (from_match, match_state(leave_run[j]))
+                if edit_here > base:
+                    base, f = edit_here, STATE_EDIT
                 if okeys[j] == k:  # equal keys, different text: an anchor that changes
-                    v, c = base + gain, 5 + 8 * f
+                    v, step = base + gain, CHANGED_ANCHOR + STEP * f
                 else:
                     s = similarity(toks, otoks[j])
-                    v = (base + int(SIM_GAIN * s) * big if s >= SIMILAR else base - sub) - e \
-                        - extra[j]
-                    c = 2 + 8 * f
+                    v = (base + int(SIM_GAIN * s) * big if s >= SIMILAR else base - sub) \
+                        - edge - extra[j]
+                    step = SUBSTITUTE + STEP * f
             # insert: from (i, j + 1)
-            bp = rowp[j + 1] - gap - p_out
-            bm = rowml[j + 1] - gap
-            base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * rowmr[j + 1])
-            if rowg[j + 1] > base:
-                base, f = rowg[j + 1], 2
-            if base - e > v:
-                v, c = base - e, 3 + 8 * f
+            from_lead = lead_row[j + 1] - gap - lead_out
+            from_match = leave_row[j + 1] - gap
+            base, f = (from_lead, STATE_LEAD) if from_lead >= from_match else \
+                (from_match, match_state(leave_run[j + 1]))
+            if edit_row[j + 1] > base:
+                base, f = edit_row[j + 1], STATE_EDIT
+            if base - edge > v:
+                v, step = base - edge, INSERT + STEP * f
             # delete: from (i + 1, j)
-            bp = curp[j] - gap - p_out_next
-            bm = curml[j] - gap
-            base, f = (bp, 0) if bp >= bm else (bm, 1 + 3 * curmr[j])
-            if curg[j] > base:
-                base, f = curg[j], 2
+            from_lead = lead[j] - gap - lead_out_next
+            from_match = leave[j] - gap
+            base, f = (from_lead, STATE_LEAD) if from_lead >= from_match else \
+                (from_match, match_state(leave_r[j]))
+            if edit[j] > base:
+                base, f = edit[j], STATE_EDIT
             base -= drop[j]
-            if base > v and not no_tail_del:
-                v, c = base, 4 + 8 * f
-            curg.append(v)
-            cg[j + 1] = c
-        backm.append(cm)
-        backg.append(cg)
-        rowp, rowm, rowg, rowml, rowmr = curp, curm, curg, curml, curmr
-    trail = run_cost if marker_after else 0
+            if base > v and not no_delete:
+                v, step = base, DELETE + STEP * f
+            edit.append(v)
+            back[j + 1] = step
+        back_capped.append(capped)
+        back_edit.append(back)
+        lead_row, match_row, edit_row, leave_row, leave_run = lead, match, edit, leave, leave_r
+    return _Filled(lead_row, edit_row, match_row, back_edit, back_capped)
+
+
+def _best_end(g: _Grid, t: _Filled, w0: int, n: int) -> tuple[int, int, int]:
+    """Column where the segment ends, the state it ends in, and the total score.
+
+    A run of context after the last change must be within the contract; without a
+    marker after, the original lines after the column up to ``n`` are dropped."""
+    run_cost = g.run_cost
+    trail = run_cost if g.marker_after else 0
     best, state = [], []
-    for j in range(W + 1):
+    for j in range(len(t.lead)):
         # ending on a change: no context after it, short of trail_min
-        ends = [(rowp[j] - run_cost, 0), (rowg[j] - (trail if trail_min else 0), 2)]
-        mvec = rowm[j]
+        ends = [(t.lead[j] - run_cost, STATE_LEAD),
+                (t.edit[j] - (trail if g.trail_min else 0), STATE_EDIT)]
+        mvec = t.match[j]
         if mvec is not None:
-            ends.extend((x - (trail if r + 1 > lead_max or r + 1 < trail_min else 0),
-                         1 + 3 * r) for r, x in enumerate(mvec))
+            ends.extend((x - (trail if r + 1 > g.lead_max or r + 1 < g.trail_min else 0),
+                         match_state(r)) for r, x in enumerate(mvec))
         v, st = max(ends)
         best.append(v)
         state.append(st)
-    if marker_after:
-        end = max(range(W + 1), key=lambda j: (best[j], -j))
-        total = best[end]
-    else:
-        tails = [best[j] - DEL_COST * (n - w0 - j) * big for j in range(W + 1)]
-        end = max(range(W + 1), key=lambda j: (tails[j], -j))
-        total = tails[end]
-    score = -((-total) // big) if total % big else total // big
+    if g.marker_after:
+        end = max(range(len(best)), key=lambda j: (best[j], -j))
+        return end, state[end], best[end]
+    tails = [best[j] - DEL_COST * (n - w0 - j) * BIG for j in range(len(best))]
+    end = max(range(len(best)), key=lambda j: (tails[j], -j))
+    return end, state[end], tails[end]
+
+
+@dataclass
+class _Path:
+    """The best alignment, read back from the back-pointers."""
+
+    pairs: list[tuple[int, int]]  # matched (segment line, original line), increasing
+    consumed: list[int]  # original lines it matches, replaces or drops (any order)
+    context: list[bool]  # per segment step, in order: a context match (True) or a change
+    drops: int  # definitions it removes that the segment never names
+    column: int  # window column where it starts (row 0)
+
+
+def _traceback(g: _Grid, t: _Filled, end: int, state: int, w0: int) -> _Path:
+    """Follow the back-pointers from (last row, ``end``) in ``state`` to row 0."""
     pairs: list[tuple[int, int]] = []
     consumed: list[int] = []
-    ops: list[bool] = []  # per step, backwards: True for a context match, False a change
+    context: list[bool] = []
     drops = 0
-    i, j = L, end
-    st = state[end]  # 0 P, 2 G, 1 + 3 * r: M with a run of r + 1 (or more, at the cap)
+    cap = g.cap
+    i, j, st = len(g.skeys), end, state
     while i > 0:
-        ops.append(st != 2)
-        if st != 2:  # a match (P or M)
+        context.append(st != STATE_EDIT)
+        if st != STATE_EDIT:  # a match (STATE_LEAD or a match run)
             pairs.append((i - 1, w0 + j - 1))
             consumed.append(w0 + j - 1)
-            if st != 0:
+            if st != STATE_LEAD:
                 r = (st - 1) // 3
                 if r == 0:
-                    st = 2
-                elif not (r == cap - 1 and backm[i - 1][j]):
-                    st -= 3
+                    st = STATE_EDIT
+                elif not (r == cap - 1 and t.back_capped[i - 1][j]):
+                    st = match_state(r - 1)
             i, j = i - 1, j - 1
             continue
-        c = backg[i - 1][j]
-        st = c >> 3
-        c &= 7
-        if c == 5:
+        st, step = divmod(t.back_edit[i - 1][j], STEP)
+        if step == CHANGED_ANCHOR:
             pairs.append((i - 1, w0 + j - 1))
-        if c in (2, 5):
+        if step in (SUBSTITUTE, CHANGED_ANCHOR):
             consumed.append(w0 + j - 1)
-            drops += c == 2 and extra[j - 1] > 0
+            drops += step == SUBSTITUTE and g.extra[j - 1] > 0
             i, j = i - 1, j - 1
-        elif c == 3:
+        elif step == INSERT:
             i -= 1
-        else:
+        else:  # DELETE
             consumed.append(w0 + j - 1)
-            drops += extra[j - 1] > 0
+            drops += g.extra[j - 1] > 0
             j -= 1
     pairs.reverse()
-    violations = 0
-    if run_cost:  # a snippet's segment, not a whole file: check its context runs
-        ops.reverse()
-        runs = [len(r) for r in "".join("m" if o else " " for o in ops).split(" ")]
-        if len(runs) == 1:
-            violations = 1  # no change at all
+    context.reverse()
+    return _Path(pairs, consumed, context, drops, j)
+
+
+def _context_violations(g: _Grid, context: Sequence[bool], marker_after: bool) -> int:
+    """Context runs outside the snippet contract (a path without any change is one).
+
+    >>> g = _Grid([], [], [], [], [], [], [], [], run_cost=1, lead_max=3, lead_min=1,
+    ...           trail_min=1, inner_max=6, marker_after=True)
+    >>> _context_violations(g, [True, False, True, True], True)  # 1 line, change, 2 lines
+    0
+    >>> _context_violations(g, [False, True], True)  # no context before the change
+    1
+    """
+    runs = [len(r) for r in "".join("m" if c else " " for c in context).split(" ")]
+    if len(runs) == 1:
+        return 1  # no change at all
+    return (not g.lead_min <= runs[0] <= g.lead_max) + \
+        (marker_after and not g.trail_min <= runs[-1] <= g.lead_max) + \
+        sum(r > g.inner_max for r in runs[1:-1])
+
+
+def _align_between_anchors(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int,
+                           n: int, weights: Sequence[int], sraw: Sequence[str],
+                           oraw: Sequence[str], budget: WorkBudget
+                           ) -> tuple[int, Placement] | None:
+    """``align`` for a segment without markers, in linear time where it can: the lines
+    found exactly once in the segment and once in the window, in the longest increasing
+    chain (patience diff's anchors), are matched; the runs between them are aligned on
+    their own. Without markers no context rule couples the runs (``run_cost`` is 0, so
+    a match run and the leading run score alike), so the pieces add up. None when there
+    is no anchor (then the caller aligns the whole).
+
+    >>> score, p = _align_between_anchors(["a", "x", "c"], ["a", "b", "c"], 0, 0, 3,
+    ...                                   [1000] * 3, ["a", "x", "c"], ["a", "b", "c"],
+    ...                                   WorkBudget())
+    >>> p.pairs, p.start, p.end
+    (((0, 0), (2, 2)), (0, 0), (3, 3))
+    """
+    budget.spend(len(skeys) + len(okeys))
+    seen: dict[tuple[str, str], list[int]] = {}
+    for i, line in enumerate(zip(skeys, sraw, strict=True)):
+        seen.setdefault(line, []).append(i)
+    once = {line: at[0] for line, at in seen.items() if len(at) == 1}
+    found: dict[tuple[str, str], list[int]] = {}
+    for j, line in enumerate(zip(okeys, oraw, strict=True)):
+        if line in once:
+            found.setdefault(line, []).append(j)
+    anchors = sorted((once[line], at[0]) for line, at in found.items() if len(at) == 1)
+    chain = _increasing_chain(anchors)
+    if not chain:
+        return None
+    pairs: list[tuple[int, int]] = []
+    score = 0
+    i0 = j0 = 0  # end of the previous anchor run
+    for i, j in [*chain, (len(skeys), len(okeys))]:
+        if i < i0:  # inside the run the previous anchor grew into
+            continue
+        a, b = i, j  # grow the anchor backwards over equal lines
+        while a > i0 and b > j0 and skeys[a - 1] == okeys[b - 1] and sraw[a - 1] == oraw[b - 1]:
+            a, b = a - 1, b - 1
+        if a > i0 or b > j0:
+            piece_score, piece = align(
+                skeys[i0:a], okeys[j0:b], w0 + j0, lo if j0 == 0 else w0 + j0,
+                w0 + b if i < len(skeys) else n, weights[i0:a], False, False,
+                sraw[i0:a], oraw[j0:b], budget=budget)
+            score += piece_score
+            pairs.extend((i0 + x, y) for x, y in piece.pairs)
+        if i == len(skeys):
+            break
+        while a < len(skeys) and b < len(okeys) and skeys[a] == okeys[b] and \
+                sraw[a] == oraw[b]:  # the run, grown forwards
+            pairs.append((a, w0 + b))
+            score += weights[a]
+            a, b = a + 1, b + 1
+        i0, j0 = a, b
+    first, last = (pairs[0][1], pairs[-1][1] + 1) if pairs else (w0, w0)
+    return score, Placement((lo, first), (last, n), tuple(pairs))
+
+
+def _increasing_chain(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Longest chain of ``pairs`` (sorted by their first item) increasing in the second.
+
+    >>> _increasing_chain([(0, 3), (1, 1), (2, 2), (3, 0), (4, 4)])
+    [(1, 1), (2, 2), (4, 4)]
+    """
+    tails: list[int] = []  # tails[k]: second item ending the best chain of length k + 1
+    ends: list[int] = []  # index of that pair
+    back = [-1] * len(pairs)
+    for p, (_, j) in enumerate(pairs):
+        k = bisect_left(tails, j)
+        back[p] = ends[k - 1] if k else -1
+        if k == len(tails):
+            tails.append(j)
+            ends.append(p)
         else:
-            violations = (not lead_min <= runs[0] <= lead_max) + \
-                (marker_after and not trail_min <= runs[-1] <= lead_max) + \
-                sum(r > inner_max for r in runs[1:-1])
-    first = min(consumed) if consumed else w0 + j
-    last = max(consumed) + 1 if consumed else w0 + j
-    region = (first if marker_before else lo, last if marker_after else n)
-    if run_cost and not violations and region[0] >= w0 and region[1] <= w0 + W and \
-            _same(skeys, okeys[region[0] - w0:region[1] - w0], not marker_after):
-        # The path's only "change" was a no-op (insert X, delete X): there is none.
-        violations = 1
-    # no pair: the best reading anchors nothing (the caller discards it)
-    matched = (pairs[0][1], pairs[-1][1] + 1) if pairs else (first, first)
-    return score, Placement((region[0], matched[0]), (matched[1], region[1]),
-                            tuple(pairs), violations=violations, drops=drops)
+            tails[k], ends[k] = j, p
+    chain = []
+    p = ends[-1] if ends else -1
+    while p >= 0:
+        chain.append(pairs[p])
+        p = back[p]
+    return chain[::-1]
 
 
 _DEF = re.compile(r"^(?:\s*(?:(?:export\s+)?(?:async\s+)?"
@@ -595,24 +856,47 @@ def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:
     return a == b
 
 
-def _similar_lines(skeys: Sequence[str], lo: int, table: dict[str, list[int]]) -> list[int]:
+def word_index(table: dict[str, list[int]]) -> dict[str, list[str]]:
+    """The original's distinct lines (keys of ``table``) by each word they hold."""
+    index: dict[str, list[str]] = {}
+    for okey in table:
+        for w in tokens(okey):
+            index.setdefault(w, []).append(okey)
+    return index
+
+
+def _similar_lines(skeys: Sequence[str], lo: int, table: dict[str, list[int]],
+                   index: dict[str, list[str]], budget: WorkBudget) -> list[int]:
     """Original lines (>= lo) most like the segment's changed lines (edited in place).
 
     Anchors of generic context (blank lines, ``}``) fit many places; an edited line
     still shares most words with the line it replaces, so that place is a candidate.
+    A line is like another when they share more than SIMILAR of their words, so it must
+    hold one of the changed line's rarest ``len - need + 1`` words (``need`` = the words
+    it must share): only the lines holding those are compared (prefix filtering).
+
+    >>> table = positions(["a = f(x)", "b = g(y)", "a = f(z)"], key_exact)
+    >>> _similar_lines(["a = f(y)"], 0, table, word_index(table), WorkBudget())
+    [0]
     """
     changed = [k for k in skeys if k.strip() and k not in table]
     found: list[int] = []
-    # each distinct original line once, at its first position >= lo
-    firsts = [(js[i], okey) for okey, js in table.items()
-              for i in [bisect_left(js, lo)] if i < len(js)] if changed else []
     for k in changed[:SIMILAR_PROBES]:
-        toks = _tokens(k)
+        toks = tokens(k)
+        need = int(SIMILAR * len(toks)) + 1
+        rare = sorted(toks, key=lambda w: (len(index.get(w, ())), w))[:len(toks) - need + 1]
+        okeys = {okey for w in rare for okey in index.get(w, ())}
+        budget.spend(len(okeys))
         best, where = SIMILAR, -1
-        for j, okey in firsts:
-            s = similarity(toks, _tokens(okey))
-            if s > best or (s == best and 0 <= j < where):
-                best, where = s, j
+        for okey in okeys:
+            js = table[okey]
+            at = bisect_left(js, lo)
+            if at == len(js):
+                continue
+            j = js[at]  # each distinct original line once, at its first position >= lo
+            sim = similarity(toks, tokens(okey))
+            if sim > best or (sim == best and 0 <= j < where):
+                best, where = sim, j
         if where >= 0 and where not in found:
             found.append(where)
     return found
@@ -626,7 +910,7 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 @lru_cache(maxsize=1 << 16)
-def _tokens(line: str) -> frozenset[str]:
+def tokens(line: str) -> frozenset[str]:
     """The words of a line (for a cheap similarity between a line and its edit)."""
     return frozenset(_WORD.findall(line))
 

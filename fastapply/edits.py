@@ -196,7 +196,8 @@ def parse_edit(snippet: str) -> EditPlan:
             if not header:  # file headers, or a diff body without any header
                 if _file_header(lines, i):
                     i = _skip_file_header(lines, i)
-                if i < len(lines) and _is_body(lines[i]) and not _UDIFF_HUNK.match(lines[i]):
+                if i < len(lines) and not _UDIFF_HUNK.match(lines[i]) and \
+                        not _ends_hunk(lines, i):
                     i = _parse_udiff_hunk(lines, i - 1, None, add)
                     marker_before = True
                 continue
@@ -335,8 +336,8 @@ def _bare_diff(lines: list[str]) -> bool:
     prefix, lines are both removed and added, and none is a marker: a Markdown or YAML
     list has no ``+`` lines, code that starts a line with a sign has other lines too.
     """
-    return all(_is_body(s) and not is_marker(s) for s in lines) and \
-        any(s.startswith("-") for s in lines) and any(s.startswith("+") for s in lines)
+    return all(not _ends_hunk(lines, i) and not is_marker(s) for i, s in enumerate(lines)) \
+        and any(s.startswith("-") for s in lines) and any(s.startswith("+") for s in lines)
 
 
 def _ends_hunk(lines: list[str], i: int) -> bool:

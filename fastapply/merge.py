@@ -22,17 +22,22 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 from __future__ import annotations
 
 import difflib
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from fastapply._merge_lazy import (
     Placement,
+    WorkBudget,
     key_exact,
     key_loose,
     nonblank_matches,
     place,
     positions,
     removed_definitions,
+    similarity,
+    tokens,
+    word_index,
 )
 from fastapply.edits import (
     BLOCK_FORM,
@@ -45,11 +50,14 @@ from fastapply.edits import (
 )
 from fastapply.precision import review
 
-__all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
+__all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
 
 #: Tied anchors retried the other way when the chosen reading is in other trouble (each
 #: retry re-runs the reading).
 TIE_RETRIES = 8
+#: SEARCH blocks (and diff hunks) found by scanning the file; after them an index of its
+#: lines is built (it costs about two scans and makes every later search cheap).
+SCANS = 4
 
 
 @dataclass(frozen=True)
@@ -88,30 +96,46 @@ def _indent(line: str) -> str:
 
 
 def _find_runs(needle: Sequence[str], hay: Sequence[str], key: Callable[[str], str],
-               lo: int = 0) -> list[int]:
-    """Start positions >= lo where ``needle`` occurs in ``hay`` (compared through key)."""
+               table: dict[str, list[int]] | None, budget: WorkBudget) -> list[int]:
+    """Start positions where ``needle`` occurs in ``hay`` (compared through key; ``table``
+    holds hay's positions by key; without it hay is scanned, cheaper for one search)."""
     if not needle:
         return []
     keys = [key(s) for s in needle]
-    first = keys[0]
     n = len(keys)
-    return [j for j in range(lo, len(hay) - n + 1)
-            if key(hay[j]) == first and all(key(hay[j + t]) == keys[t] for t in range(1, n))]
+    if table is None:
+        budget.spend(len(hay))
+        starts = [j for j in range(len(hay) - n + 1) if key(hay[j]) == keys[0]]
+    else:
+        starts = [j for j in table.get(keys[0], ()) if j + n <= len(hay)]
+    budget.spend(len(starts))
+    return [j for j in starts if all(key(hay[j + t]) == keys[t] for t in range(1, n))]
 
 
-def _closest(needle: Sequence[str], orig: Sequence[str]) -> int:
-    """1-based line where ``needle`` comes closest (most aligned lines equal, stripped)."""
+def _closest(needle: Sequence[str], table: dict[str, list[int]],
+             index: dict[str, list[str]], budget: WorkBudget, lo: int = 0) -> int:
+    """1-based line (>= lo + 1) where ``needle`` comes closest: most aligned lines equal
+    (stripped; ``table`` holds the original's positions by stripped line), the first
+    such; if none is equal, the line sharing most words with its first line (``index``:
+    the original's lines by word)."""
     keys = [key_loose(s) for s in needle if key_loose(s)] or [""]
-    best, best_score = 0, 0.0
-    stripped = [key_loose(s) for s in orig]
-    for j in range(len(orig)):
-        score = sum(1 for t, k in enumerate(keys) if j + t < len(orig) and stripped[j + t] == k)
-        if score > best_score:
-            best, best_score = j, score
-    if best_score == 0:
-        ratio = [difflib.SequenceMatcher(None, keys[0], s).quick_ratio() for s in stripped]
-        best = max(range(len(orig)), key=ratio.__getitem__) if orig else 0
-    return best + 1
+    votes: dict[int, int] = {}
+    for t, k in enumerate(keys):
+        js = table.get(k, [])
+        budget.spend(len(js))
+        for j in js:
+            if j - t >= lo:
+                votes[j - t] = votes.get(j - t, 0) + 1
+    if votes:
+        return min(votes, key=lambda j: (-votes[j], j)) + 1
+    toks = tokens(keys[0])
+    near = {okey for w in toks for okey in index.get(w, ())[:1000]}
+    budget.spend(len(near))
+    firsts = [(js[at], okey) for okey in near for js in [table[okey]]
+              for at in [bisect_left(js, lo)] if at < len(js)]
+    if not firsts:
+        return lo + 1
+    return min(firsts, key=lambda f: (-similarity(toks, tokens(f[1])), f[0]))[0] + 1
 
 
 def _reindent(lines: Sequence[str], snippet_indent: str, orig_indent: str) -> list[str]:
@@ -185,6 +209,12 @@ class _Merger:
         self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
         # the snippet mixes lazy segments with SEARCH/REPLACE or diff hunks (set likewise)
         self.mixed: bool = shared.mixed if shared else False
+        self._searches = 0  # SEARCH blocks and diff hunks looked for
+        # the work all readings of one merge may still do
+        self.budget: WorkBudget = shared.budget if shared else WorkBudget()
+        # the original's distinct lines by word, per key function (shared likewise)
+        self._words: dict[Callable[[str], str], dict[str, list[str]]] = \
+            shared._words if shared else {}
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -197,7 +227,10 @@ class _Merger:
     def locate(self, hunk: Hunk, block: Sequence[str], near: int | None) -> tuple[int, bool]:
         """Start of ``block`` in the original (-1 if absent) and whether it was loose."""
         for key, loose in ((key_exact, False), (key_loose, True)):
-            hits = _find_runs(block, self.orig, key)
+            # the first searches scan the file; later ones use (and build) its index
+            table = self._positions(key) if self._searches >= SCANS else None
+            hits = _find_runs(block, self.orig, key, table, self.budget)
+            self._searches += 1
             if not hits:
                 continue
             after = [j for j in hits if j >= self.pos] or hits
@@ -215,6 +248,7 @@ class _Merger:
         return -1, False
 
     def replace_block(self, hunk: Hunk) -> None:
+        self.budget.doing = hunk.label
         old, new = list(hunk.old), list(hunk.new)
         if not any(s.strip() for s in old):
             if not self.orig or not any(s.strip() for s in self.orig):
@@ -233,7 +267,8 @@ class _Merger:
             start, loose = self.locate(hunk, old, near)
         if start < 0:
             what = "SEARCH block" if hunk.kind == "search_replace" else "diff hunk"
-            closest = _closest(old, self.orig)
+            closest = _closest(old, self._positions(key_loose), self._index(key_loose),
+                               self.budget)
             self.unsure(closest, f"{what} {hunk.number} (snippet line {hunk.snippet_line}) "
                                  f"not found in the original; closest match at line {closest}")
             return
@@ -281,6 +316,7 @@ class _Merger:
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
+        self.budget.doing = hunk.label
         seg = list(hunk.new)
         if not any(s.strip() for s in self.orig):
             self.replacements.append(_Replacement(0, len(self.orig), seg))
@@ -410,7 +446,7 @@ class _Merger:
         best_loose, best_count = False, 0
         for key, loose in ((key_exact, False), (key_loose, True)):
             p = place(seg, self.orig, self.pos, hunk.marker_before, hunk.marker_after,
-                      loose, self._positions(key), context)
+                      loose, self._positions(key), context, self._index(key), self.budget)
             count = nonblank_matches(p, seg) if p else 0
             if p is not None and (best is None or count > best_count):
                 best, best_loose, best_count = p, loose, count
@@ -445,7 +481,9 @@ class _Merger:
             where, line = self.pos, self.pos + 1
         else:
             if (hunk, self.pos) not in self._near:
-                self._near[hunk, self.pos] = _closest(seg, self.orig[self.pos:]) + self.pos
+                self._near[hunk, self.pos] = _closest(
+                    seg, self._positions(key_loose), self._index(key_loose), self.budget,
+                    self.pos)
             line = self._near[hunk, self.pos]
             where = line - 1
         self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
@@ -459,6 +497,13 @@ class _Merger:
         if table is None:
             table = self._tables[key] = positions(self.orig, key)
         return table
+
+    def _index(self, key: Callable[[str], str]) -> dict[str, list[str]]:
+        """The original's distinct lines by word (built once per key function)."""
+        index = self._words.get(key)
+        if index is None:
+            index = self._words[key] = word_index(self._positions(key))
+        return index
 
     def text_lines(self) -> list[str]:
         out: list[str] = []
@@ -476,11 +521,13 @@ class _Merger:
 
 
 def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
-             shared: _Merger | None, flips: frozenset[int]) -> _Merger:
+             shared: _Merger | None, flips: frozenset[int],
+             budget: WorkBudget | None = None) -> _Merger:
     """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
     the lazy segments numbered in ``flips``."""
     m = _Merger(orig, context, eof, shared, flips)
     if shared is None:
+        m.budget = budget or WorkBudget()
         m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
                                     if s.strip())
         m.mixed = plan.format == "mixed"
@@ -500,10 +547,14 @@ def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
     >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
     [2]
     """
-    lines = {key_exact(s) for s in orig}
+    lines: set[str] | None = None  # the original's lines (built if needed)
     for hunk in plan.hunks:
         for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
-            if s.startswith("-") and key_exact(s[1:]) in lines and key_exact(s) not in lines:
+            if not s.startswith("-"):
+                continue
+            if lines is None:
+                lines = {key_exact(o) for o in orig}
+            if key_exact(s[1:]) in lines and key_exact(s) not in lines:
                 line = next(j for j, o in enumerate(orig) if key_exact(o) == key_exact(s[1:])) + 1
                 return [Uncertainty(line, (
                     f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
@@ -522,17 +573,24 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     ...
     fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
     """
-    present = {key_loose(s) for s in orig}
+    present: set[str] | None = None  # the original's lines, stripped (built if needed)
     for hunk in plan.hunks:
         for k, s in enumerate(hunk.new):
             if k in hunk.escaped:
                 continue
-            if hunk.kind == "search_replace" and SEPARATOR.match(s) and key_loose(s) not in present:
+            separator = hunk.kind == "search_replace" and SEPARATOR.match(s)
+            if not separator and not BLOCK_MARKER.match(s):
+                continue
+            if present is None:
+                present = {key_loose(o) for o in orig}
+            if key_loose(s) in present:
+                continue
+            if separator:
                 raise EditError(f"{hunk.label}: its replacement line {k + 1} is a second "
                                 f"'=======' line, which the original does not have; a doubled "
                                 f"separator cannot be told from text, so nothing is written; "
                                 f"{BLOCK_FORM}")
-            if BLOCK_MARKER.match(s) and key_loose(s) not in present:
+            if BLOCK_MARKER.match(s):
                 where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
                     else hunk.label
                 kind = "SEARCH/REPLACE" if "SEARCH" in s or "REPLACE" in s else \
@@ -543,8 +601,12 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
                                 f"{BLOCK_FORM}")
 
 
-def merge(original: str, plan: EditPlan) -> MergeResult:
-    """Merge ``plan`` into ``original``: best-effort candidate plus unsure places."""
+def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> MergeResult:
+    """Merge ``plan`` into ``original``: best-effort candidate plus unsure places.
+
+    The work it does is spent from ``budget`` (default: MERGE_WORK units); a merge that
+    needs more is refused (EditError) rather than holding a worker for seconds.
+    """
     newline = "\r\n" if original.count("\r\n") > original.count("\n") // 2 else "\n"
     body = original.replace("\r\n", "\n")
     final_newline = body.endswith("\n") or not body
@@ -575,7 +637,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
             if context is not None and best.drops:
                 continue  # only the free reading may still win
             break  # no later reading can win
-        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset())
+        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset(), budget)
         if best is None:
             best = m
         elif context is not None:
@@ -606,11 +668,13 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
     return MergeResult(text, tuple(m.uncertain))
 
 
-def apply_snippet(original: str, snippet: str) -> MergeResult:
-    """Parse ``snippet``, merge it into ``original`` and review the result
-    (:func:`fastapply.precision.review`: what contradicts the snippet is flagged)."""
+def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
+                  ) -> MergeResult:
+    """Parse ``snippet``, merge it into ``original`` (spending ``budget``, see merge) and
+    review the result (:func:`fastapply.precision.review`: what contradicts the snippet is
+    flagged)."""
     plan = parse_edit(snippet)
-    result = merge(original, plan)
+    result = merge(original, plan, budget)
     found = review(plan, original, result.text)
     if not found:
         return result

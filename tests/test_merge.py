@@ -511,3 +511,4 @@ def test_search_replace_with_other_separator_lengths_merges(sep: str) -> None:
     snippet = f"<<<<<<< SEARCH\ndef a():\n    return 1\n{sep}\ndef a():\n    return 10\n" \
               ">>>>>>> REPLACE\n"
     assert apply_snippet(PY, snippet).check() == PY.replace("return 1\n", "return 10\n")
+
