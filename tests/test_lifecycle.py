@@ -31,11 +31,11 @@ SLOW_TOKENS = 600
 (QUEUED, _), (IN_FLIGHT, _), (QUEUE_TIME, _) = PROMETHEUS_QUEUE
 
 
-def render_slow(out: Path, tiny_model_dir: Path) -> Path:
+def render_slow(out: Path, tiny_model_dir: Path, workers: int = WORKERS) -> Path:
     from fastapply.model_repo import render_repository
 
     return render_repository(out, runtime="torch", model_dir=tiny_model_dir, device="cpu",
-                             dtype="float32", worker_threads=WORKERS, max_draft_len=0)
+                             dtype="float32", worker_threads=workers, max_draft_len=0)
 
 
 def metric(metrics_url: str, name: str) -> float:
@@ -208,9 +208,12 @@ def test_sigterm_drains_a_burst_longer_than_tritons_old_exit_timeout(
 @pytest.mark.slow
 def test_sigterm_with_a_short_grace_period_answers_every_request_and_fails(
         tmp_path: Path, tiny_model_dir: Path) -> None:
-    n = 8
+    # Several streams running when the grace period ends: their workers ask
+    # is_cancelled() while shutdown sends their final response (unguarded, that
+    # crashed tritonserver in TRITONBACKEND_ResponseFactoryIsCancelled).
+    n = 12
     outcomes, status, stderr, log = sigterm_during_burst(
-        render_slow(tmp_path, tiny_model_dir), grace_period_s=0.5, n=n)
+        render_slow(tmp_path, tiny_model_dir, workers=6), grace_period_s=0.5, n=n)
     errors = [o[1] for o in outcomes.values() if o[0] == "error"]
     assert len(outcomes) == n  # every client got a final answer, none hung
     assert errors, "nothing was cut off: the burst was not slow enough to test this"

@@ -126,12 +126,14 @@ class _Responder:
 
     def __init__(self, sender: Any) -> None:
         self.sender: Any = sender  # None once the final response went out
-        self.lock = threading.Lock()  # one send at a time: a worker's or shutdown's
+        # One call at a time, a worker's or shutdown's: after the final response the
+        # server frees the sender's state, and is_cancelled() on it then crashes it.
+        self.lock = threading.Lock()
 
     def is_cancelled(self) -> bool:
         """The client cancelled, or the request was answered already (by shutdown)."""
-        sender = self.sender
-        return sender is None or bool(sender.is_cancelled())
+        with self.lock:
+            return self.sender is None or bool(self.sender.is_cancelled())
 
     def send(self, response: Any = None, flags: int = 0) -> bool:
         """Send unless the final response went out already; whether it was sent."""
