@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from fastapply.lifecycle import Backlog
+from fastapply.lifecycle import Backlog, drain_deadline, read_dropped, request_drain, write_dropped
 from fastapply.metrics import PROMETHEUS_QUEUE
 
 WORKERS = 2
@@ -104,6 +104,18 @@ def test_backlog_counts_queue_time_and_hands_back_unfinished_requests() -> None:
     assert first.describe(now_s=0.5) == {"state": "running", "waited_ms": 100.0,
                                          "ran_ms": 400.0}
     assert third.describe(now_s=0.5) == {"state": "queued", "waited_ms": 500.0}
+
+
+def test_drain_protocol_round_trip(tmp_path: Path) -> None:
+    assert drain_deadline(tmp_path) is None
+    request_drain(tmp_path, 1234.5)
+    assert drain_deadline(tmp_path) == 1234.5
+    write_dropped(tmp_path, "the grace period ran out",
+                  [{"state": "queued", "waited_ms": 5.0},
+                   {"state": "running", "waited_ms": 0.1, "ran_ms": 900.0}])
+    assert list(read_dropped(tmp_path)) == [
+        "a queued request (waited_ms 5.0): the grace period ran out",
+        "a running request (waited_ms 0.1, ran_ms 900.0): the grace period ran out"]
 
 
 # -- queue visibility -------------------------------------------------------------------
@@ -243,5 +255,6 @@ def test_a_start_stop_cycle_leaves_no_temporary_folder(tmp_path: Path,
         pytest.skip(f"no tritonserver: {exc}")
     repo = render_repository(tmp_path / "repo", runtime="deterministic")
     server = TritonServer(repo, log_path=tmp_path / "server.log").start()
-    assert server.stop() == []
+    problems = server.stop()
     assert os.listdir(private_tmp) == []
+    assert problems == []
