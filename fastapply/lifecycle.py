@@ -105,7 +105,7 @@ class Backlog:
                 self._running -= job.started_s is not None
 
     def counts(self) -> tuple[int, int]:
-        """(queued, in_flight)."""
+        """(queued, in_flight): the values of PROMETHEUS_QUEUE's two gauges."""
         with self._lock:
             return len(self._jobs) - self._running, self._running
 

@@ -10,6 +10,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -36,61 +37,83 @@ def _scalar(request: Any, name: str) -> Any:
 
 
 class _MetricsFlusher:
-    """Adds metric updates up and applies them from one thread, at most every ``period_s``.
+    """Adds metric updates up and applies them, one thread at a time, at most every
+    ``period_s``.
 
     Each ``Metric.increment``/``set`` is a round trip to the server process (~0.3 ms),
     and updates from several threads at once crash the 2.51 stub (SIGSEGV, boost
-    lock_exception). So request threads only add counter increments to a dict and note
-    the gauges' latest values; one flusher thread, woken by the first update after a
-    flush, applies them alone, at most every ``period_s``: an isolated request shows at
-    once, a busy server pays a few round trips per period instead of ~7 per request, and
-    the last update of a burst (the gauges back at 0 when the server goes idle) shows
-    within ``period_s`` without waiting for another request.
+    lock_exception). So request threads add counter increments to a dict, and the
+    gauges are read (latest values win) when a flush runs: a request thread on its way
+    out (its response sent) that finds the last flush older than ``period_s`` applies
+    them, alone, gauges only where they changed: an isolated request
+    shows at once, a busy server pays a few round trips per period instead of ~7 per
+    request. Updates nobody flushes that way (the gauges back at 0 when the server goes
+    idle, the queue growing while every worker is busy) are applied by a thread of its
+    own within ``2 * period_s``; it only wakes when something waits, so it stays off the
+    response path (a thread flushing every period slowed requests: 3.4 -> 5.3 ms).
     """
 
     def __init__(self, counters: dict[str, Any], gauges: dict[str, Any],
-                 period_s: float = 0.1) -> None:
+                 levels: Callable[[], tuple[int, ...]], period_s: float = 0.1) -> None:
         self.counters = counters  # name (Stats field, outcome, ...) -> pb_utils Metric
         self.gauges = gauges  # name -> pb_utils Metric (a GAUGE family's)
+        self.levels = levels  # the gauges' values now, in the order of ``gauges``
+        self.applied: dict[str, float] = {}  # gauge values last set
         self.names = tuple(counters)
         self.period_s = period_s
         self.pending: dict[str, float] = {}  # counter increments not applied yet
-        self.levels: dict[str, float] = {}  # gauge values not applied yet (latest wins)
-        self.lock = threading.Lock()  # guards pending and levels
-        self.wake = threading.Event()  # set: something is pending
+        self.last_flush_s = 0.0
+        self.lock = threading.Lock()  # guards pending and last_flush_s
+        self.flushing = threading.Lock()  # one thread talks to the server at a time
+        self.wake = threading.Event()  # set: an update waits for the flusher thread
         self.closed = False
         self.thread = threading.Thread(target=self._run, name="fast_apply-metrics",
                                        daemon=True)
         self.thread.start()
 
     def add(self, values: dict[str, float], outcome: str | None = None,
-            levels: dict[str, float] | None = None) -> None:
-        """Add counter increments (and one to ``outcome``'s) and note gauge values."""
+            may_flush: bool = True) -> None:
+        """Add counter increments (and one to ``outcome``'s), or with none, say that the
+        gauges changed; apply now if due and ``may_flush`` (the caller's response is
+        out), else within 2 * period_s."""
+        now = time.monotonic()
         with self.lock:
             for name, value in [*values.items(), *([(outcome, 1.0)] if outcome else [])]:
                 if value:
                     self.pending[name] = self.pending.get(name, 0.0) + value
-            if levels:
-                self.levels.update(levels)
-        self.wake.set()
+            due = may_flush and now - self.last_flush_s >= self.period_s
+            if due:
+                self.last_flush_s = now
+        if due:
+            self.flush()
+        else:
+            self.wake.set()
+
+    def flush(self) -> None:
+        with self.flushing:
+            if not self.counters:
+                return  # closed: the Metrics are gone
+            with self.lock:
+                pending, self.pending = self.pending, {}
+            for name, value in pending.items():
+                self.counters[name].increment(value)
+            for name, value in zip(self.gauges, self.levels(), strict=True):
+                if self.applied.get(name) != value:
+                    self.gauges[name].set(float(value))
+                    self.applied[name] = value
 
     def _run(self) -> None:
-        while True:
+        while not self.closed:
             self.wake.wait()
-            if self.closed:
-                return
+            time.sleep(2 * self.period_s)  # request threads flush on their way out first
             self.wake.clear()
-            self._apply()
-            time.sleep(self.period_s)
-
-    def _apply(self) -> None:
-        with self.lock:
-            pending, self.pending = self.pending, {}
-            levels, self.levels = self.levels, {}
-        for name, value in pending.items():
-            self.counters[name].increment(value)
-        for name, value in levels.items():
-            self.gauges[name].set(value)
+            with self.lock:
+                now = time.monotonic()
+                due = now - self.last_flush_s >= self.period_s
+                if due:
+                    self.last_flush_s = now
+            if due and not self.closed:
+                self.flush()
 
     def close(self) -> None:
         """Stop the thread, apply what is left, and drop every Metric (call once, from
@@ -98,8 +121,9 @@ class _MetricsFlusher:
         self.closed = True
         self.wake.set()
         self.thread.join(timeout=5)
-        self._apply()
-        self.counters, self.gauges = {}, {}
+        self.flush()
+        with self.flushing:
+            self.counters, self.gauges = {}, {}
 
 
 class _Cancelled(Exception):
@@ -208,9 +232,8 @@ class TritonPythonModel:
         gauges = {name: counter(name, text, pb_utils.MetricFamily.GAUGE).Metric(labels={})
                   for name, text in levels}
         metrics["queue_time_ms"] = counter(*queue_time).Metric(labels={})
-        self.gauge_names = tuple(gauges)  # (queued, in_flight)
-        self.metrics = _MetricsFlusher(metrics, gauges)
         self.backlog = lifecycle.Backlog()
+        self.metrics = _MetricsFlusher(metrics, gauges, self.backlog.counts)
         self.lifecycle = lifecycle
         # `fastapply serve` asks for a drain before it stops the server (see lifecycle).
         self.shutdown_dir = os.environ.get(lifecycle.SHUTDOWN_DIR_ENV)
@@ -234,28 +257,24 @@ class TritonPythonModel:
             future = self.pool.submit(self._run, job)
             self.futures.add(future)
             future.add_done_callback(self._done)
-        self.metrics.add({}, levels=self._levels())
+        self.metrics.add({}, may_flush=False)  # the queue grew
         return None
 
     def _done(self, future: Future[None]) -> None:
         self.futures.discard(future)
         _log_failure(future)
 
-    def _levels(self) -> dict[str, float]:
-        """The gauges' values now: requests queued and in flight."""
-        return dict(zip(self.gauge_names, map(float, self.backlog.counts()), strict=True))
-
     def _run(self, job: Any) -> None:
         """A worker took ``job``: count it as started, serve it, count it as done."""
         waited_ms = self.backlog.start(job)
         if waited_ms is None:
             return  # shutdown answered it while it waited
-        self.metrics.add({"queue_time_ms": waited_ms}, levels=self._levels())
+        self.metrics.add({"queue_time_ms": waited_ms}, may_flush=False)
         try:
             self._handle(*job.payload)
         finally:
             self.backlog.finish(job)
-            self.metrics.add({}, levels=self._levels())
+            self.metrics.add({})
 
     def _handle(self, inputs: dict[str, Any], sender: Any) -> None:
         """Serve one request; whatever happens, its last response carries FINAL."""
@@ -313,7 +332,7 @@ class TritonPythonModel:
                 if job.payload[1].send(pb_utils.InferenceResponse(error=error), flags=FINAL)]
         if not jobs:
             return
-        self.metrics.add({"unavailable": float(len(jobs))}, levels=self._levels())
+        self.metrics.add({"unavailable": float(len(jobs))})
         described = [job.describe(now_s) for job in jobs]
         pb_utils.Logger.log_error(f"fast_apply: shutdown: {reason}: answered "
                                   f"{len(jobs)} request(s) UNAVAILABLE: {described}")
