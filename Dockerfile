@@ -1,4 +1,5 @@
-# The fastapply serving image: NVIDIA's Triton + TensorRT-LLM image plus this package.
+# The fastapply images: the serving image (NVIDIA's Triton + TensorRT-LLM image plus this
+# package; the default target) and the load-test image (`--target loadtest`).
 #
 # NOT BUILT HERE: there is no container engine on the machines this was written on, so
 # this file has never been built or run. Build it on a machine with Docker and NGC access:
@@ -15,7 +16,34 @@
 # tritonserver:26.05-trtllm-python-py3 ships TensorRT-LLM 1.2.1. Check with
 #   docker run --rm <image> python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"
 ARG BASE_IMAGE=nvcr.io/nvidia/tritonserver:26.05-trtllm-python-py3
-FROM ${BASE_IMAGE}
+ARG LOADTEST_BASE_IMAGE=python:3.12-slim
+
+# -- loadtest: Locust + the fastapply client only (no torch, no Triton, no GPU) ----------
+#   docker build --target loadtest -t fastapply-loadtest .
+#   docker run --rm fastapply-loadtest loadtest --url <host>:8001 --users 8 --duration 60s
+# The chart's `helm test` pod runs this image (values `loadtest.image`). It is declared
+# before the serving stage so that a plain `docker build .` still builds the serving image
+# (the last stage); BuildKit builds only the stages the chosen target needs.
+FROM ${LOADTEST_BASE_IMAGE} AS loadtest
+ENV PIP_NO_CACHE_DIR=1 \
+    PYTHONUNBUFFERED=1
+WORKDIR /opt/fastapply/src
+# The package's sources (.dockerignore lets nothing else into the build context).
+COPY . ./
+# The `loadtest` extra is Locust + tritonclient[grpc]; the core package needs nothing.
+RUN python3 -m pip install ".[loadtest]" \
+ && python3 -c "import fastapply.loadtest.cli, fastapply.client, locust" \
+ && ! python3 -c "import torch" 2>/dev/null \
+ && rm -rf /opt/fastapply/src/build
+RUN useradd --uid 1000 --create-home --shell /bin/bash fastapply
+ENV HOME=/tmp
+USER 1000
+WORKDIR /tmp
+ENTRYPOINT ["fastapply"]
+CMD ["loadtest", "--help"]
+
+# -- serve (the default target): NVIDIA's Triton + TensorRT-LLM image plus fastapply -----
+FROM ${BASE_IMAGE} AS serve
 
 # The base image's Python is the system one; its pip may refuse to touch it (PEP 668).
 ENV PIP_BREAK_SYSTEM_PACKAGES=1 \

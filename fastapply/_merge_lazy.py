@@ -243,8 +243,11 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
                      context=context, dropped=_dropped_defs(orig[w0:w1], seg)
                      if marker_before or marker_after else None)  # a whole file drops all
 
-    results = sorted((window(first, last, lo) for first, last in cands),
-                     key=lambda r: (-r[0], r[1].start[0]))
+    # readings that anchor no line are no placement
+    results = sorted((r for r in (window(first, last, lo) for first, last in cands)
+                      if r[1].pairs), key=lambda r: (-r[0], r[1].start[0]))
+    if not results:
+        return None
     score, best = results[0]
     if best.violations and marker_before and marker_after and _same(
             skeys, [key(s) for s in orig[best.start[0]:best.end[1]]], False):
@@ -260,7 +263,8 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         tail = lasts[bisect_left(lasts, best.end[0]):bisect_left(lasts, best.end[0] + reach)]
         more = [window(j, best.end[0] - 1, lo) for j in head[-CANDIDATES:]] + \
             [window(best.start[1], j, lo) for j in tail[:CANDIDATES]]
-        results = sorted(results + more, key=lambda r: (-r[0], r[1].start[0]))
+        results = sorted(results + [r for r in more if r[1].pairs],
+                         key=lambda r: (-r[0], r[1].start[0]))
         score, best = results[0]
     # Another place for it: the same score after the chosen region (an ambiguous
     # anchor), else a different region scoring within CLOSE. It is the rival; on an
@@ -506,14 +510,14 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
                 sum(r > inner_max for r in runs[1:-1])
     first = min(consumed) if consumed else w0 + j
     last = max(consumed) + 1 if consumed else w0 + j
-    if not pairs:
-        pairs = [(0, first)]
     region = (first if marker_before else lo, last if marker_after else n)
     if run_cost and not violations and region[0] >= w0 and region[1] <= w0 + W and \
             _same(skeys, okeys[region[0] - w0:region[1] - w0], not marker_after):
         # The path's only "change" was a no-op (insert X, delete X): there is none.
         violations = 1
-    return score, Placement((region[0], pairs[0][1]), (pairs[-1][1] + 1, region[1]),
+    # no pair: the best reading anchors nothing (the caller discards it)
+    matched = (pairs[0][1], pairs[-1][1] + 1) if pairs else (first, first)
+    return score, Placement((region[0], matched[0]), (matched[1], region[1]),
                             tuple(pairs), violations=violations, drops=drops)
 
 
@@ -550,6 +554,35 @@ def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
             continue
         out.append(False)
     return out
+
+
+#: A method or function header that opens a body: ``name(args) {`` with optional
+#: modifiers and return type (JavaScript/TypeScript class methods, Java, C#, Kotlin, ...).
+_METHOD = re.compile(r"^\s*(?:(?:public|private|protected|internal|static|async|override|"
+                     r"final|abstract|get|set|fun|fn|func)\s+)*([A-Za-z_]\w*)\s*\([^()]*\)"
+                     r"\s*(?::\s*[^{}=;]+)?\{\s*$")
+_NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "with", "return", "function",
+                        "else", "elif", "do", "try", "foreach", "using", "lock", "when"})
+
+
+def removed_definitions(region: Sequence[str], kept: set[int], seg: Sequence[str]
+                        ) -> list[str]:
+    """Names defined by the lines of ``region`` a placement removes (those not in
+    ``kept``) that the segment never mentions: ``def``/``class``/``function``/... lines
+    (as DROP_DEF) and method headers (``name(args) {``).
+
+    >>> removed_definitions(["  down() {", "    n -= 1;", "  }"], {2}, ["  reset() {"])
+    ['down']
+    """
+    words = {w for s in seg for w in _WORD.findall(s)}
+    lost = []
+    for k, line in enumerate(region):
+        if k in kept:
+            continue
+        m = _DEF.match(line) or _METHOD.match(line)
+        if m and m.group(1) not in words and m.group(1) not in _NOT_NAMES:
+            lost.append(m.group(1))
+    return lost
 
 
 def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:

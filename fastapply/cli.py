@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "apply": ("fastapply.client.cli", "merge an edit snippet into a file through a server"),
     "build": ("fastapply.engine_build.cli", "LoRA merge -> FP8 -> TensorRT-LLM engine"),
     "loadtest": ("fastapply.loadtest.cli", "Locust load test against a server"),
+    "data": ("fastapply.corpus.cli", "build edit corpora from local git history; split them"),
 }
 
 

@@ -8,8 +8,10 @@ non-zero unless the result equals the example's true updated file.
 ``--tiny-model`` serves the tiny random-weight model built locally (torch runtime, CPU
 float32) instead. Its output is noise, so no diff is shown as if it were an edit; what
 the demo checks there is the speculative path end to end: the served text must equal
-plain greedy decoding of the same model in this process, and the speculation figures
-(forward passes, accepted and rejected draft tokens) are printed.
+plain greedy decoding of the same model in this process. Noise rarely ends within
+``--max-tokens``, so the server usually refuses the file as incomplete (as it must): the
+text streamed before that refusal is what is compared then, and the speculation figures
+(forward passes, accepted and rejected draft tokens) are printed only when it finishes.
 """
 
 from __future__ import annotations
@@ -78,15 +80,17 @@ def run(args: argparse.Namespace) -> int:
             with TritonServer(repo) as server:
                 print(f"ready: gRPC {server.grpc_url}, HTTP {server.http_url}, "
                       f"metrics {server.metrics_url}\n")
-                max_tokens = args.max_tokens if args.tiny_model else None
                 with FastApplyClient(server.grpc_url) as client:
-                    result = client.apply(edit["original"], edit[args.snippet_format],
-                                          max_tokens=max_tokens)
+                    if args.tiny_model:
+                        stream = client.stream(edit["original"], edit[args.snippet_format],
+                                               max_tokens=args.max_tokens)
+                        refusal = stream.drain()
+                        return _report_tiny(edit, args, params["model_dir"],
+                                            stream.merged_code, stream.stats, refusal)
+                    result = client.apply(edit["original"], edit[args.snippet_format])
         except (ServerError, FastApplyError) as exc:
             print(f"fastapply demo: {exc}", file=sys.stderr)
             return 1
-    if args.tiny_model:
-        return _report_tiny(edit, args, params["model_dir"], result.merged_code, result.stats)
     print(f"example {edit['id']} ({args.snippet_format}):\n")
     diff = difflib.unified_diff(edit["original"].splitlines(keepends=True),
                                 result.merged_code.splitlines(keepends=True),
@@ -103,24 +107,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report_tiny(edit: dict[str, Any], args: argparse.Namespace, model_dir: Path,
-                 served: str, stats: Stats) -> int:
-    from fastapply.service import FastApplyService, ServiceConfig
+                 served: str, stats: Stats | None, refusal: str | None) -> int:
+    from fastapply.service import FastApplyService, IncompleteOutput, ServiceConfig
 
     print("The tiny model has random weights: its output is noise, not an edit, so no "
           "diff is shown.\nThis run checks the served speculative path: its text must "
           "equal plain greedy decoding\n(no drafts) of the same model, computed here in "
           "process.\n")
-    greedy = FastApplyService(ServiceConfig(
+    service = FastApplyService(ServiceConfig(
         runtime="torch", model_dir=str(model_dir), device="cpu", dtype="float32",
-        max_draft_len=0)).apply(edit["original"], edit[args.snippet_format],
-                                max_tokens=args.max_tokens)
-    print_stats(stats)
-    print(f"  {'acceptance_rate':<22} {stats.acceptance_rate:>12.3f}   accepted / proposed "
-          f"draft tokens")
-    print(f"\nserved: {stats.completion_tokens} tokens in {stats.forward_passes} forward "
-          f"passes; in-process greedy: {greedy.stats.completion_tokens} tokens in "
-          f"{greedy.stats.forward_passes} passes")
-    if served != greedy.merged_code:
+        max_draft_len=0))
+    try:
+        greedy = service.apply(edit["original"], edit[args.snippet_format],
+                               max_tokens=args.max_tokens)
+    except IncompleteOutput as exc:
+        greedy = exc.partial  # compared with the text streamed before the refusal
+    if refusal is not None:
+        print(f"the server refused the file (a noise model rarely finishes one):\n  "
+              f"{refusal}\n")
+    if stats is not None:
+        print_stats(stats)
+        print(f"  {'acceptance_rate':<22} {stats.acceptance_rate:>12.3f}   accepted / "
+              f"proposed draft tokens")
+        print(f"\nserved: {stats.completion_tokens} tokens in {stats.forward_passes} "
+              f"forward passes")
+    print(f"in-process greedy: {greedy.stats.completion_tokens} tokens in "
+          f"{greedy.stats.forward_passes} passes ({greedy.stats.finish_reason})")
+    if served != greedy.merged_code or (refusal is None) != greedy.stats.complete:
         print("\nFAIL: the served text differs from in-process greedy decoding",
               file=sys.stderr)
         return 1

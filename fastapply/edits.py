@@ -9,8 +9,16 @@ Three notations, alone or mixed in one snippet:
   ``code remains the same`` or ``keep foo()``;
 * **SEARCH/REPLACE** blocks, Aider's (``<<<<<<< SEARCH`` / ``=======`` /
   ``>>>>>>> REPLACE``) and Cline's (``------- SEARCH`` / ``=======`` /
-  ``+++++++ REPLACE``);
-* **unified diffs**, with or without line numbers in the ``@@`` headers.
+  ``+++++++ REPLACE``), with runs of 3 or more of the marker character and separators of
+  3 or more ``=`` (models write other lengths than 7); the file path and code fence
+  that Aider writes around a block are skipped; Roo-Code's forms are read too: a
+  ``:start_line:N`` / ``-------`` head or ``SEARCH (N)`` (where to look), lines copied
+  with their numbers (``12 | code``) and marker lines escaped as ``\\=======``;
+* **unified diffs**, with or without line numbers in the ``@@`` headers (whose counts are
+  not trusted: a hunk is every following line with a diff prefix), or without headers.
+
+Lines that look like block or merge-conflict markers but were not read as one (a
+malformed block) are refused by the merge unless the original file holds them.
 
 >>> plan = parse_edit("<<<<<<< SEARCH\\na = 1\\n=======\\na = 2\\n>>>>>>> REPLACE\\n")
 >>> [(h.kind, h.old, h.new) for h in plan.hunks]
@@ -27,7 +35,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["EditError", "EditPlan", "Hunk", "detect_format", "is_marker", "parse_edit"]
+__all__ = ["BLOCK_FORM", "BLOCK_MARKER", "SEPARATOR", "EditError", "EditPlan", "Hunk",
+           "detect_format", "is_marker", "parse_edit"]
 
 
 class EditError(ValueError):
@@ -43,14 +52,42 @@ _MARKER_RE = re.compile(
     rf"(?:{_COMMENT_CLOSE})?\s*$"
 )
 _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
-_SR_START = re.compile(r"^\s*(?:<{5,}|-{5,})\s*SEARCH\s*$")
-_SR_SEP = re.compile(r"^={7}\s*$")
-_SR_END = re.compile(r"^\s*(?:>{5,}|\+{5,})\s*REPLACE\s*$")
+#: Block markers: a run of 3 or more of one character (7 is the norm; models write others).
+#: (A start marker may carry the line to look at, ``SEARCH (12)``, as Roo-Code's older
+#: format did, or a stray ``>``.)
+_SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH(?:>|\s*\((\d+)\))?\s*$")
+_SR_SEP = re.compile(r"^\s*={3,}\s*$")
+#: The separator of the norm (a second one in a block is text, or a doubled separator).
+SEPARATOR = re.compile(r"^\s*={7}\s*$")
+_SR_END = re.compile(r"^\s*(?:>{3,}|\+{3,})\s*REPLACE\s*$")
+#: Lines that look like a block or merge-conflict marker: never file content unless the
+#: file has them (a malformed block read as code would write its markers into the file).
+BLOCK_MARKER = re.compile(r"^\s*(?:[<>=+\-|]{2,}\s*(?:SEARCH|REPLACE)\W*|"
+                          r"(?:SEARCH|REPLACE)\W*|(?:<{7}|>{7}|\|{7})(?:\s.*)?)$")
+#: How a SEARCH/REPLACE block is written (for messages).
+BLOCK_FORM = ("write each block as a line '<<<<<<< SEARCH', the lines to find, a line "
+              "'=======', the lines that replace them, and a line '>>>>>>> REPLACE'")
+#: Around SEARCH/REPLACE blocks, not code: a code fence, and (before a block) the path of
+#: the file it edits, as Aider and Roo-Code write them (``src/app.py``, `` `app.py` ``).
+_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+#.-]*\s*$")
+_FILE_NAME = re.compile(r"^[\s`*#]*(?:[\w.-]+[/\\])*[\w-]+\.\w+[`*:\s]*$")
+#: A marker line inside a block's text, escaped with a backslash (Roo-Code's convention).
+_ESCAPED = re.compile(r"^\\(?=<{7}|={7}|>{7}|-{7}|:start_line:|:end_line:)")
+#: A line number copied from a numbered listing (Roo-Code shows files as ``N | line``).
+_NUMBERED = re.compile(r"^\s*(\d+)\s+\|(?!\|)\s?")
+#: Roo-Code's line hint at the top of a SEARCH block: ``:start_line:N`` then ``-------``.
+_START_LINE = re.compile(r"^\s*:start_line:\s*(\d+)\s*$")
+_HINT_END = re.compile(r"^\s*(?::end_line:\s*\d+|-{3,})\s*$")
 #: ``@@ -a,b +c,d @@ ...``, a bare ``@@ ... @@``, or a lone ``@@`` (optionally followed by
 #: a context hint, as in OpenAI's patch format).
 _UDIFF_HUNK = re.compile(
     r"^@@(?:\s*-(\d+)(?:,(\d+))?\s+\+(\d+)(?:,(\d+))?\s*@@.*|.*@@.*|(?:\s.*)?)$")
 _UDIFF_FILE = re.compile(r"^(?:---|\+\+\+) \S")
+#: ``diff --git a/x b/x`` and the extended header lines git writes after it.
+_GIT_DIFF = re.compile(r"^diff (?:--git|-\S+) \S")
+_GIT_META = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|(?:old|new|deleted file|new file) mode "
+                       r"\d+|(?:dis)?similarity index \d+%|(?:rename|copy) (?:from|to) \S|"
+                       r"Binary files )")
 
 
 def is_marker(line: str) -> bool:
@@ -87,7 +124,11 @@ class Hunk:
     marker_before: bool = False
     #: Lazy: a marker follows the segment (it does not run to the end of the file).
     marker_after: bool = False
-    #: Unified diff: the old-file line number from the ``@@`` header (1-based), if any.
+    #: SEARCH/REPLACE: lines of ``new`` that were escaped marker lines (``\=======``):
+    #: text the writer meant, not a malformed block.
+    escaped: frozenset[int] = frozenset()
+    #: The old-file line number from a diff's ``@@`` header or a SEARCH block's
+    #: ``:start_line:`` (1-based), if any: where to look first.
     old_start: int | None = None
 
     @property
@@ -136,38 +177,28 @@ def parse_edit(snippet: str) -> EditPlan:
                 marker_after=marker_after)
         lazy = []
 
+    after_block = False  # only blank lines since the last SEARCH/REPLACE block
     while i < len(lines):
         line = lines[i]
         if _SR_START.match(line):
+            _drop_block_heading(lazy)
             flush_lazy(marker_after=True)
-            start, old, new = i, [], []
-            i += 1
-            while i < len(lines) and not _SR_SEP.match(lines[i]):
-                if _SR_END.match(lines[i]) or _SR_START.match(lines[i]):
-                    raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
-                                    f"{start + 1}) has no ======= line before line {i + 1}")
-                old.append(lines[i])
-                i += 1
-            if i == len(lines):
-                raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
-                                f"{start + 1}) has no ======= line")
-            i += 1
-            while i < len(lines) and not _SR_END.match(lines[i]):
-                new.append(lines[i])
-                i += 1
-            if i == len(lines):
-                raise EditError(f"SEARCH block {counts['search_replace'] + 1} (snippet line "
-                                f"{start + 1}) has no >>>>>>> REPLACE line")
-            add("search_replace", old, new, start + 1)
-            marker_before = True
+            i = _parse_block(lines, i, counts["search_replace"] + 1, add)
+            marker_before = after_block = True
+            continue
+        if after_block and _FENCE.match(line):  # the fence that closes a block
             i += 1
             continue
+        after_block = after_block and not line.strip()
         header = _UDIFF_HUNK.match(line)
-        if header or (_UDIFF_FILE.match(line) and i + 1 < len(lines)
-                      and _UDIFF_FILE.match(lines[i + 1]) and line[0] != lines[i + 1][0]):
+        if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
             flush_lazy(marker_after=True)
-            if not header:  # ---/+++ file headers
-                i += 2
+            if not header:  # file headers, or a diff body without any header
+                if _file_header(lines, i):
+                    i = _skip_file_header(lines, i)
+                if i < len(lines) and _is_body(lines[i]) and not _UDIFF_HUNK.match(lines[i]):
+                    i = _parse_udiff_hunk(lines, i - 1, None, add)
+                    marker_before = True
                 continue
             i = _parse_udiff_hunk(lines, i, header, add)
             marker_before = True
@@ -189,39 +220,161 @@ def parse_edit(snippet: str) -> EditPlan:
     return EditPlan(tuple(hunks))
 
 
-def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str],
+def _drop_block_heading(lazy: list[str]) -> None:
+    """Remove what heads a SEARCH/REPLACE block from the end of ``lazy``: blank lines, an
+    opening code fence and the file's path.
+
+    >>> lazy = ["x = 1", "", "src/app.py", "```python"]
+    >>> _drop_block_heading(lazy); lazy
+    ['x = 1']
+    """
+    def strip() -> None:
+        while lazy and (not lazy[-1].strip() or _FENCE.match(lazy[-1])):
+            lazy.pop()
+
+    strip()
+    if lazy and _FILE_NAME.match(lazy[-1]) and not is_marker(lazy[-1]):
+        lazy.pop()
+        strip()
+
+
+def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
+    """The line numbers a block's text was copied with from a numbered listing
+    (``12 | code``), or []: every SEARCH line numbered, consecutively, and every
+    REPLACE line numbered too, or none of them, as Roo-Code strips them.
+
+    >>> _listing_numbers(["7 | a", "8 | b"], ["7 | a", "8 | c"]), _listing_numbers(["1 | x"], ["y"])
+    ([7, 8], [1])
+    >>> _listing_numbers(["1 | x", "2 | y"], ["1 | x", "z"])  # some REPLACE lines numbered
+    []
+    >>> _listing_numbers(["1 | x", "3 | y"], [])  # not consecutive: a table, say
+    []
+    """
+    found = [_NUMBERED.match(s) for s in old]
+    if not old or not all(found):
+        return []
+    numbers = [int(m.group(1)) for m in found if m]
+    if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        return []
+    numbered = [bool(_NUMBERED.match(s)) for s in new if s.strip()]
+    return numbers if all(numbered) or not any(numbered) else []
+
+
+def _parse_block(lines: list[str], start: int, number: int,
+                 add: Callable[..., None]) -> int:
+    """Parse the SEARCH/REPLACE block starting at ``lines[start]``; return the index after
+    it. Its separator is its line of exactly seven ``=``, else its only line of three or
+    more (a Markdown heading underline in the text makes a shorter one ambiguous)."""
+    label = f"SEARCH block {number} (snippet line {start + 1})"
+    end = start + 1
+    while end < len(lines) and not (_SR_END.match(lines[end]) or _SR_START.match(lines[end])):
+        end += 1
+    before = f" before line {end + 1}" if end < len(lines) else ""
+    seps = [k for k in range(start + 1, end) if _SR_SEP.match(lines[k])]
+    if not seps:
+        raise EditError(f"{label} has no ======= line{before}")
+    if end == len(lines) or _SR_START.match(lines[end]):
+        raise EditError(f"{label} has no >>>>>>> REPLACE line{before}")
+    sevens = [k for k in seps if SEPARATOR.match(lines[k])]
+    if not sevens and len(seps) > 1:
+        where = ", ".join(str(k + 1) for k in seps[:-1]) + f" and {seps[-1] + 1}"
+        raise EditError(f"{label} has {len(seps)} lines that could be its separator (lines "
+                        f"{where}); separate the SEARCH and REPLACE text by one line "
+                        f"'======='")
+    sep = (sevens or seps)[0]
+    numbered = _SR_START.match(lines[start])
+    old, old_start = lines[start + 1:sep], None
+    if numbered and numbered.group(1):
+        old_start = int(numbered.group(1)) or None
+    hint = _START_LINE.match(old[0]) if old else None
+    if hint:  # Roo-Code's ":start_line:N" and "-------" lines: where to look first
+        old_start = int(hint.group(1)) or None
+        old = old[1:]
+        while old and _HINT_END.match(old[0]):
+            old = old[1:]
+    new = lines[sep + 1:end]
+    numbers = _listing_numbers(old, new)
+    if numbers:
+        old_start = old_start or numbers[0]
+        old, new = [_NUMBERED.sub("", s) for s in old], [_NUMBERED.sub("", s) for s in new]
+    escaped = frozenset(k for k, s in enumerate(new) if _ESCAPED.match(s))
+    add("search_replace", [_ESCAPED.sub("", s) for s in old],
+        [_ESCAPED.sub("", s) for s in new], start + 1, old_start=old_start,
+        escaped=escaped)
+    return end + 1
+
+
+def _file_header(lines: list[str], i: int) -> bool:
+    """Do ``lines[i:]`` start with a diff's file header (``diff --git``, ``---``/``+++``)?"""
+    return bool(_GIT_DIFF.match(lines[i])) or (
+        lines[i].startswith("--- ") and _UDIFF_FILE.match(lines[i]) is not None
+        and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+        and _UDIFF_FILE.match(lines[i + 1]) is not None)
+
+
+def _skip_file_header(lines: list[str], i: int) -> int:
+    """Index after the file header at ``lines[i]`` (git's extended lines included)."""
+    if _GIT_DIFF.match(lines[i]):
+        i += 1
+        while i < len(lines) and _GIT_META.match(lines[i]):
+            i += 1
+        if i < len(lines) and _file_header(lines, i) and not _GIT_DIFF.match(lines[i]):
+            i += 2
+        return i
+    return i + 2
+
+
+def _is_body(line: str) -> bool:
+    """Can this line be in a diff hunk: context, removed, added, ``\\ No newline``, or
+    an empty line (a context line whose space an editor stripped)?"""
+    return not line or line[0] in " -+\\"
+
+
+def _bare_diff(lines: list[str]) -> bool:
+    """Is the whole snippet one diff hunk without headers? Every line has a diff
+    prefix, lines are both removed and added, and none is a marker: a Markdown or YAML
+    list has no ``+`` lines, code that starts a line with a sign has other lines too.
+    """
+    return all(_is_body(s) and not is_marker(s) for s in lines) and \
+        any(s.startswith("-") for s in lines) and any(s.startswith("+") for s in lines)
+
+
+def _ends_hunk(lines: list[str], i: int) -> bool:
+    """Does ``lines[i]`` end a diff hunk's body (no prefix, or the start of something
+    else: a header, a SEARCH/REPLACE marker, a lazy marker)?"""
+    line = lines[i]
+    return not _is_body(line) or _file_header(lines, i) or bool(
+        _SR_START.match(line) or _SR_END.match(line)
+        or (line[:1] != " " and is_marker(line)))
+
+
+def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,
                       add: Callable[..., None]) -> int:
-    """Parse one ``@@`` hunk starting at ``lines[i]``; return the index after it."""
+    """Parse the hunk whose ``@@`` header is ``lines[i]`` (body at ``lines[i + 1]``); return
+    the index after it.
+
+    The header's line counts are not trusted (LLMs get them wrong, or leave them out):
+    like ``git apply --recount``, the hunk is every following line with a diff prefix.
+    Empty lines at its end separate it from what follows; they are not context.
+    """
     start = i
-    old_len = int(header.group(2) or 1) if header.group(1) else None
-    new_len = int(header.group(4) or 1) if header.group(3) else None
+    end = i + 1
+    while end < len(lines) and not _ends_hunk(lines, end):
+        end += 1
+    while end > i + 1 and lines[end - 1] == "":
+        end -= 1
     old: list[str] = []
     new: list[str] = []
-    i += 1
-    while i < len(lines):
-        line = lines[i]
-        if old_len is not None and new_len is not None and len(old) >= old_len \
-                and len(new) >= new_len:
-            break
-        if line.startswith("\\"):  # "\ No newline at end of file"
-            i += 1
-            continue
+    for line in lines[i + 1:end]:
         tag, body = (line[:1], line[1:]) if line else (" ", "")
-        if tag == " ":
+        if tag in " -":
             old.append(body)
+        if tag in " +":
             new.append(body)
-        elif tag == "-" and not _UDIFF_FILE.match(line):
-            old.append(body)
-        elif tag == "+" and not _UDIFF_FILE.match(line):
-            new.append(body)
-        else:
-            break
-        i += 1
-    while i < len(lines) and lines[i].startswith("\\"):
-        i += 1
-    old_start = int(header.group(1)) if header.group(1) else None
-    add("udiff", old, new, start + 1, old_start=old_start)
-    return i
+    old_start = int(header.group(1)) if header and header.group(1) else None
+    if old or new:
+        add("udiff", old, new, start + 1, old_start=old_start)
+    return end
 
 
 def detect_format(snippet: str) -> str:

@@ -32,8 +32,18 @@ from fastapply._merge_lazy import (
     nonblank_matches,
     place,
     positions,
+    removed_definitions,
 )
-from fastapply.edits import EditError, EditPlan, Hunk, parse_edit
+from fastapply.edits import (
+    BLOCK_FORM,
+    BLOCK_MARKER,
+    SEPARATOR,
+    EditError,
+    EditPlan,
+    Hunk,
+    parse_edit,
+)
+from fastapply.precision import review
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "apply_snippet", "merge"]
 
@@ -138,6 +148,21 @@ def _context_from_original(old: Sequence[str], new: Sequence[str], region: Seque
     return out
 
 
+def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+    """``old`` without its leading and trailing blank lines; ``new`` without as many of
+    its own as ``old`` had there (they were context).
+
+    >>> _trim_blank_edges(["", "a", ""], ["", "b"])
+    (['a'], ['b'])
+    """
+    head = next(t for t, s in enumerate(old) if s.strip())
+    tail = next(t for t, s in enumerate(reversed(old)) if s.strip())
+    new_head = min(head, next((t for t, s in enumerate(new) if s.strip()), len(new)))
+    new = new[new_head:]
+    new_tail = min(tail, next((t for t, s in enumerate(reversed(new)) if s.strip()), len(new)))
+    return old[head:len(old) - tail], new[:len(new) - new_tail]
+
+
 class _Merger:
     def __init__(self, orig: list[str], context: int | None = None, eof: int | None = None,
                  shared: _Merger | None = None, flips: frozenset[int] = frozenset()) -> None:
@@ -166,6 +191,8 @@ class _Merger:
         self._near: dict[tuple[Hunk, int], int] = shared._near if shared else {}
         # the snippet's non-blank lines, stripped (set by _reading for the first reading)
         self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
+        # the snippet mixes lazy segments with SEARCH/REPLACE or diff hunks (set likewise)
+        self.mixed: bool = shared.mixed if shared else False
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -200,11 +227,18 @@ class _Merger:
         if not any(s.strip() for s in old):
             if not self.orig or not any(s.strip() for s in self.orig):
                 self.replacements.append(_Replacement(0, len(self.orig), new))
-            else:  # an empty SEARCH appends
-                self.replacements.append(_Replacement(self.eof, self.eof, new))
+            else:
+                self._insert(hunk, new)
             return
         near = hunk.old_start - 1 if hunk.old_start else None
         start, loose = self.locate(hunk, old, near)
+        if start < 0 and hunk.kind == "search_replace" and not (old[0].strip() and
+                                                                old[-1].strip()):
+            # Blank lines at the edges of the SEARCH text that the file lacks there (as
+            # Aider and Roo-Code do): look again without them, and keep the replacement's
+            # own edge blank lines only where they repeated the SEARCH's.
+            old, new = _trim_blank_edges(old, new)
+            start, loose = self.locate(hunk, old, near)
         if start < 0:
             what = "SEARCH block" if hunk.kind == "search_replace" else "diff hunk"
             closest = _closest(old, self.orig)
@@ -216,15 +250,52 @@ class _Merger:
         if loose:
             anchor = next(t for t, s in enumerate(old) if s.strip())
             shift = (_indent(old[anchor]), _indent(region[anchor]))
+            # The shift re-indents the added lines: is it the same for every context line
+            # (kept in old and new)? Removed lines' indentation does not matter.
+            sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
+            context = [t for a, _, size in sm.get_matching_blocks() for t in range(a, a + size)]
+            shifted = _reindent(old, *shift)
+            uneven = next((t for t in context if _norm(shifted[t]) != _norm(region[t])),
+                          None) if len(context) < len(new) else None
+            if uneven is not None:
+                self.unsure(start + uneven + 1, (
+                    f"{hunk.label}: found only when ignoring indentation, and its line "
+                    f"{uneven + 1} is indented unlike original line {start + uneven + 1} "
+                    f"by another amount than its first line; the replacement's indentation "
+                    f"is a guess"))
         self.replacements.append(_Replacement(start, start + len(old),
                                               _context_from_original(old, new, region, shift)))
         self.pos = start + len(old)
+
+    def _insert(self, hunk: Hunk, new: list[str]) -> None:
+        """A hunk that finds nothing (an empty SEARCH, a diff hunk without ``-`` or context
+        lines) inserts its lines: a diff's ``@@ -N,0`` after line N, a SEARCH block's
+        ``:start_line:N`` before line N; with no line given, an empty SEARCH appends (as
+        in Aider) and a diff hunk is appended but flagged (it could go anywhere)."""
+        if hunk.old_start is None:
+            where = self.eof
+            if hunk.kind == "udiff":
+                self.unsure(where + 1, f"{hunk.label}: it only adds lines and its @@ header "
+                                       f"gives no line number, so they were appended at the "
+                                       f"end; give the line (@@ -N,0 +M,K @@) or context")
+        else:
+            where = hunk.old_start - (hunk.kind != "udiff")
+            if where > self.eof:
+                self.unsure(self.eof + 1, f"{hunk.label}: line {hunk.old_start} is past the "
+                                          f"end of the file ({self.eof} lines); appended")
+            where = min(max(where, 0), self.eof)
+        self.replacements.append(_Replacement(where, where, new))
+        self.pos = max(self.pos, where)
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
         seg = list(hunk.new)
         if not any(s.strip() for s in self.orig):
             self.replacements.append(_Replacement(0, len(self.orig), seg))
+            if self.mixed:  # beside a block that writes the new file: text, not code
+                self.unsure(1, f"{hunk.label}: the original is empty and the snippet also "
+                               f"has SEARCH/REPLACE or diff hunks, so its lines were written "
+                               f"into the new file as they are; send only the edit")
             return
         if not hunk.marker_before and not hunk.marker_after and not self._whole_file(seg):
             # No marker anywhere and not the whole file: an anchored fragment.
@@ -290,10 +361,24 @@ class _Merger:
         self.drops += p.drops
         key = key_loose if loose else key_exact
         table = self._positions(key)
-        self.anchors += sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
-        if p.rival < 0 and not misfit and hunk.marker_before and hunk.marker_after and \
+        unique = sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
+        self.anchors += unique
+        lost = [] if unique or p.rival >= 0 else \
+            removed_definitions(self.orig[start:end], {j - start for _, j in p.pairs}, seg)
+        if lost:
+            # It removes a definition it never names, and only lines found at several
+            # places anchor it: new code between markers fits beside any of its lookalikes.
+            self.unsure(start + 1, f"{hunk.label}: placed at lines {start + 1}-{end}, it "
+                                   f"removes {lost[0]!r}, which it never names, and each "
+                                   f"line it shares with the original is found at several "
+                                   f"places; show a unique line of unchanged context next "
+                                   f"to it")
+        between = hunk.marker_before and hunk.marker_after
+        if p.rival < 0 and not misfit and (between or self.mixed) and \
                 not any(seg[i].strip() for i, _ in p.pairs):
-            # Placed by blank lines alone: they are everywhere, so this is a guess.
+            # Placed by blank lines alone: they are everywhere, so this is a guess. (At the
+            # top or end of a lazy snippet the file's edge anchors it; beside a SEARCH block
+            # or diff hunk such lines are more likely a sentence than code.)
             self.unsure(start + 1, f"{hunk.label}: the only lines it shares with the "
                                    f"original are blank lines, found at many places; placed "
                                    f"at lines {start + 1}-{end}; show a non-blank line of "
@@ -406,12 +491,64 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     if shared is None:
         m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
                                     if s.strip())
+        m.mixed = plan.format == "mixed"
     for hunk in plan.hunks:
         if hunk.kind == "lazy":
             m.lazy_segment(hunk)
         else:
             m.replace_block(hunk)
     return m
+
+
+def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
+    """Lazy lines that are removed lines of a diff without its header: ``-`` followed by
+    an original line (and not an original line itself). Merged as code, the ``-`` and
+    ``+`` lines would both be written into the file.
+
+    >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
+    [2]
+    """
+    lines = {_norm(s) for s in orig}
+    for hunk in plan.hunks:
+        for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
+            if s.startswith("-") and _norm(s[1:]) in lines and _norm(s) not in lines:
+                line = next(j for j, o in enumerate(orig) if _norm(o) == _norm(s[1:])) + 1
+                return [Uncertainty(line, (
+                    f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
+                    f"before it; the snippet looks like a unified diff without its @@ "
+                    f"header: send the diff with a header (@@ ... @@) or the code without "
+                    f"-/+ signs"))]
+    return []
+
+
+def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
+    """Raise EditError if a line the merge would write looks like a SEARCH/REPLACE or
+    merge-conflict marker the original lacks: a malformed block read as code.
+
+    >>> _refuse_block_markers(parse_edit("<<-- SEARCH\\na\\n"), ["a"])
+    Traceback (most recent call last):
+    ...
+    fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
+    """
+    present = {_loose(s) for s in orig}
+    for hunk in plan.hunks:
+        for k, s in enumerate(hunk.new):
+            if k in hunk.escaped:
+                continue
+            if hunk.kind == "search_replace" and SEPARATOR.match(s) and _loose(s) not in present:
+                raise EditError(f"{hunk.label}: its replacement line {k + 1} is a second "
+                                f"'=======' line, which the original does not have; a doubled "
+                                f"separator cannot be told from text, so nothing is written; "
+                                f"{BLOCK_FORM}")
+            if BLOCK_MARKER.match(s) and _loose(s) not in present:
+                where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
+                    else hunk.label
+                kind = "SEARCH/REPLACE" if "SEARCH" in s or "REPLACE" in s else \
+                    "merge-conflict or SEARCH/REPLACE"
+                raise EditError(f"{where}: {s.strip()!r} looks like a {kind} "
+                                f"marker, but the block markers are malformed, so the block "
+                                f"cannot be read and is not written into the file; "
+                                f"{BLOCK_FORM}")
 
 
 def merge(original: str, plan: EditPlan) -> MergeResult:
@@ -424,6 +561,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
         orig.pop()
     if not body:
         orig = []
+    _refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
     # equals, the most context). One line of context is weak evidence, so a free
@@ -466,6 +604,7 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
             m = other
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
+    m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
     lines = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it
@@ -476,5 +615,11 @@ def merge(original: str, plan: EditPlan) -> MergeResult:
 
 
 def apply_snippet(original: str, snippet: str) -> MergeResult:
-    """Parse ``snippet`` and merge it into ``original``."""
-    return merge(original, parse_edit(snippet))
+    """Parse ``snippet``, merge it into ``original`` and review the result
+    (:func:`fastapply.precision.review`: what contradicts the snippet is flagged)."""
+    plan = parse_edit(snippet)
+    result = merge(original, plan)
+    found = review(plan, original, result.text)
+    if not found:
+        return result
+    return replace(result, uncertain=result.uncertain + tuple(Uncertainty(*f) for f in found))

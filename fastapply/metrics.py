@@ -22,8 +22,13 @@ DEFINITIONS: dict[str, str] = {
     "tokens_per_s": "completion_tokens / total time, tokens per second",
     "chars_per_s": "characters of the merged file / total time, characters per second",
     "finish_reason": "stop (the model ended), length (token budget reached) or merged "
-                     "(deterministic runtime: no model)",
+                     "(deterministic runtime: no model); only stop and merged are a "
+                     "complete file, anything else is refused",
 }
+
+#: Finish reasons of a complete file: the model ended it, or no model ran. Any other
+#: (length: max_tokens or the context ran out) means the file was cut off.
+COMPLETE_FINISH_REASONS = ("stop", "merged")
 
 
 @dataclass
@@ -47,6 +52,11 @@ class Stats:
         self.tokens_per_s = self.completion_tokens / total_s if total_s > 0 else 0.0
         self.chars_per_s = chars / total_s if total_s > 0 else 0.0
         return self
+
+    @property
+    def complete(self) -> bool:
+        """Whether the output is a whole file (see COMPLETE_FINISH_REASONS)."""
+        return self.finish_reason in COMPLETE_FINISH_REASONS
 
     @property
     def acceptance_rate(self) -> float:
@@ -86,14 +96,8 @@ PROMETHEUS_QUEUE: tuple[tuple[str, str], ...] = (
 
 
 # -- Load test (fastapply.loadtest) ------------------------------------------------------
-# Measured at the client, one set per request, and fired as Locust request events so they
-# appear in Locust's own tables: the request itself as request_type "fast_apply", name
-# "merge" (response_time = latency_ms); every other figure as request_type "metric",
-# name = the figure, response_time = its value (a time only for the *_ms figures).
-
-#: Locust request_type and name of the request itself; request_type of the other figures.
-LOADTEST_REQUEST: tuple[str, str] = ("fast_apply", "merge")
-LOADTEST_METRIC_TYPE = "metric"
+# Measured at the client, one value per request (how they reach Locust and the report is
+# fastapply.loadtest's business), and per run.
 
 #: name -> definition of every figure the load test reports.
 LOADTEST_DEFINITIONS: dict[str, str] = {
@@ -106,6 +110,21 @@ LOADTEST_DEFINITIONS: dict[str, str] = {
     "accepted_draft_tokens": "draft tokens the model confirmed, per request (model only)",
     "rejected_draft_tokens": "draft tokens the model refused, per request (model only)",
     "acceptance_pct": "accepted / proposed draft tokens, in percent (when any were proposed)",
+}
+
+#: name -> definition of every whole-run figure of the load-test report.
+LOADTEST_RUN_DEFINITIONS: dict[str, str] = {
+    "wall_s": "the run's wall time: first user started -> last user stopped (requests in "
+              "flight at the end finished or failed), in seconds",
+    "requests": "requests sent: merges plus failed connections",
+    "completed": "requests that succeeded",
+    "failures": "requests that failed (timeouts included), by kind in failures_by_kind",
+    "timeouts": "requests with no answer within the request timeout, or still in flight "
+                "when the run stopped",
+    "requests_per_s": "completed / wall_s: successful requests per second of the run",
+    "failures_per_s": "failures / wall_s",
+    "completion_tokens_per_s": "completion tokens of successful requests / wall_s: the "
+                               "served token throughput (model only)",
 }
 
 

@@ -8,6 +8,12 @@ the tests and the benchmarks all use it.
 
 The Python-backend stub finds site-packages through the ``python3`` first on PATH
 (PYTHONPATH is ignored), so this environment's ``bin`` goes first on PATH.
+
+Triton's administrative APIs (ADMIN_APIS: logging, model configuration, loading models,
+statistics, ...) are restricted on HTTP and gRPC: a request must carry the header
+ADMIN_HEADER (gRPC: ``triton-grpc-protocol-`` + ADMIN_HEADER) with the operator's key,
+``$FASTAPPLY_ADMIN_KEY`` for ``fastapply serve``; without one, a random key nobody knows
+closes them. Health, metadata and inference stay open.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import contextlib
 import hashlib
 import math
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -32,6 +40,17 @@ from types import TracebackType
 from fastapply.lifecycle import SHUTDOWN_DIR_ENV, read_dropped, request_drain
 
 SYSTEM_TRITON = Path("/opt/tritonserver")
+
+#: Triton API groups (its --http-restricted-api / --grpc-restricted-protocol names) that
+#: only the operator may use; health, metadata and inference stay open to clients.
+ADMIN_APIS = ("logging", "model-config", "model-repository", "shared-memory", "statistics",
+              "trace")
+#: Header carrying the admin key (Triton prefixes it with triton-grpc-protocol- on gRPC).
+ADMIN_HEADER = "fastapply-admin-key"
+#: Environment variable holding the admin key for `fastapply serve`.
+ADMIN_KEY_ENV = "FASTAPPLY_ADMIN_KEY"
+#: Characters an admin key may use (Triton's option syntax splits on , : and =).
+_ADMIN_KEY_RE = re.compile(r"[A-Za-z0-9._~-]{16,}")
 
 #: Log lines worth showing when the model does not load.
 _FAILURE_MARKS = ("failed to load", "Failed to", "ERROR", "error:")
@@ -140,8 +159,14 @@ class TritonServer:
     def __init__(self, model_repository: str | Path, host: str = "127.0.0.1",
                  grpc_port: int | None = None, http_port: int | None = None,
                  metrics_port: int | None = None, log_path: str | Path | None = None,
-                 startup_timeout_s: float = 120.0,
+                 startup_timeout_s: float = 120.0, admin_key: str | None = None,
                  grace_period_s: float = DEFAULT_GRACE_PERIOD_S) -> None:
+        if admin_key is not None and not _ADMIN_KEY_RE.fullmatch(admin_key):
+            raise ServerError(f"the admin key must be at least 16 characters of A-Z a-z 0-9 "
+                              f". _ ~ - (set {ADMIN_KEY_ENV}); e.g. python3 -c 'import "
+                              f"secrets; print(secrets.token_urlsafe(32))'")
+        #: Key of the admin APIs (header ADMIN_HEADER); random when none was given.
+        self.admin_key = admin_key or secrets.token_urlsafe(32)
         self.model_repository = Path(model_repository)
         self.host = host
         self.grpc_port = grpc_port or free_port()
@@ -197,7 +222,9 @@ class TritonServer:
                f"--metrics-address={self.host}", f"--metrics-port={self.metrics_port}",
                "--allow-metrics=true", "--allow-gpu-metrics=false",
                "--strict-readiness=true", "--exit-on-error=true", "--log-verbose=0",
-               f"--exit-timeout-secs={self.exit_timeout_s}"]
+               f"--exit-timeout-secs={self.exit_timeout_s}",
+               *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
+                 for option in ("--http-restricted-api", "--grpc-restricted-protocol"))]
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True, preexec_fn=_die_with_parent)
@@ -316,6 +343,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--http-port", type=int, default=8000)
     p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--openai-port", type=int, default=0,
+                   help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
+                        "(fastapply.openai_server; 0: off)")
     p.add_argument("--grace-period-s", type=float, default=DEFAULT_GRACE_PERIOD_S,
                    help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
                         "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
@@ -346,9 +376,14 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fastapply-repo-") as tmp:
         repo = args.model_repository or render_for(args, Path(tmp))
-        server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
-                              http_port=args.http_port, metrics_port=args.metrics_port,
-                              grace_period_s=args.grace_period_s)
+        admin_key = os.environ.get(ADMIN_KEY_ENV) or None
+        try:
+            server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
+                                  http_port=args.http_port, metrics_port=args.metrics_port,
+                                  admin_key=admin_key, grace_period_s=args.grace_period_s)
+        except ServerError as exc:
+            print(f"fastapply serve: {exc}", file=sys.stderr)
+            return 2
         stop = {"now": False}
 
         def on_signal(signum: int, frame: object) -> None:
@@ -361,26 +396,45 @@ def run(args: argparse.Namespace) -> int:
         except ServerError as exc:
             print(f"fastapply serve: the model did not load.\n{exc}", file=sys.stderr)
             return 1
+        front = None
+        try:
+            if getattr(args, "openai_port", 0):
+                from fastapply.openai_server import OpenAIFront
+
+                front = OpenAIFront(server.grpc_url, host=args.host, port=args.openai_port)
+                front.start()
+        except ServerError as exc:
+            server.stop()
+            print(f"fastapply serve: {exc}", file=sys.stderr)
+            return 1
+        admin = (f"header {ADMIN_HEADER}" if admin_key else
+                 f"closed (set {ADMIN_KEY_ENV} to open them)")
         print(f"fastapply serving model 'fast_apply' from {repo}\n"
               f"  gRPC     {server.grpc_url}\n"
               f"  HTTP     {server.http_url}\n"
               f"  metrics  {server.metrics_url}\n"
+              + (f"  OpenAI   {front.url}/v1\n" if front else "") +
               f"  log      {server.log_path}\n"
+              f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
               f"Ctrl-C stops it.", flush=True)
+        problems: list[str] = []
         try:
             while not stop["now"]:
                 if server.process is None or server.process.poll() is not None:
                     print(f"fastapply serve: tritonserver exited; log tail:\n"
                           f"{server.log_tail()}", file=sys.stderr)
-                    server.stop()
+                    return 1
+                if front and (front.process is None or front.process.poll() is not None):
+                    print("fastapply serve: the OpenAI front exited", file=sys.stderr)
                     return 1
                 time.sleep(0.2)
-        except BaseException:
-            server.stop()
-            raise
-        print(f"fastapply serve: stopping: new requests are refused, requests in flight "
-              f"get {server.grace_period_s:g} s to finish.", flush=True)
-        problems = server.stop()
+            print(f"fastapply serve: stopping: new requests are refused, requests in flight "
+                  f"get {server.grace_period_s:g} s to finish.", flush=True)
+            problems = server.stop()  # drains first: the OpenAI front relays the answers
+        finally:
+            if front:
+                front.stop()
+            server.stop()  # a no-op after the drain
         if problems:
             print("fastapply serve: stopped, but not cleanly:\n  " + "\n  ".join(problems),
                   file=sys.stderr)

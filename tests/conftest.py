@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
-#: The development corpus (../shared/data next to the repository); $FASTAPPLY_DATA overrides.
+#: The development corpus (../shared/data next to the repository), or where that is absent
+#: (a fresh clone) its 60 smallest records shipped in tests/data; $FASTAPPLY_DATA overrides.
+SHARED_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/data/edits-dev.jsonl"
+SHIPPED_CORPUS = Path(__file__).resolve().parent / "data" / "edits-dev-sample.jsonl"
 CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
-              Path(__file__).resolve().parents[1].parent / "shared/data/edits-dev.jsonl")
+              (SHARED_CORPUS if SHARED_CORPUS.is_file() else SHIPPED_CORPUS))
 
 #: Input size limit of the test servers, small so that "too large" is cheap to send.
 TEST_MAX_INPUT_BYTES = 200_000
@@ -57,6 +60,10 @@ def det_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 #: Context limit of the tiny-model server, in tokens: small, so "too long" is cheap.
 TINY_CONTEXT_LIMIT_TOKENS = 1024
 
+#: (file, snippet) the tiny random model answers completely: greedy float32 decoding emits
+#: its stop token after 56 tokens. Noise rarely ends; other requests hit max_tokens.
+TINY_COMPLETE = ("a = 1\n", "a = 0\n")
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
@@ -92,7 +99,7 @@ def stream_infer(url: str, inputs: dict[str, Any]) -> tuple[list[str], str | Non
     import numpy as np
     import tritonclient.grpc as grpcclient
 
-    dtypes = {bytes: ("BYTES", np.object_), bool: ("BOOL", np.bool_), int: ("INT32", np.int32)}
+    dtypes = {bytes: ("BYTES", np.object_), bool: ("BOOL", np.bool_), int: ("INT64", np.int64)}
     tensors = []
     for name, value in inputs.items():
         triton_type, np_type = dtypes[type(value)]

@@ -15,6 +15,9 @@ ORIGINAL = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
 SNIPPET = "<<<<<<< SEARCH\n    return 1\n=======\n    return 10\n>>>>>>> REPLACE\n"
 MERGED = "def a():\n    return 10\n\n\ndef b():\n    return 2\n"
 UNMERGEABLE = "<<<<<<< SEARCH\nnot in the file\n=======\nx = 1\n>>>>>>> REPLACE\n"
+#: A lazy snippet whose anchors match two places equally well: the merge is unsure.
+AMBIGUOUS = "    return 2\n    return 3\n"
+TWINS = "def a():\n    x = 1\n    return 2\n\n\ndef b():\n    x = 1\n    return 2\n"
 
 
 @pytest.fixture
@@ -119,3 +122,53 @@ def test_failed_write_leaves_no_temporary_file(tmp_path: Path,
 def test_in_place_refuses_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["apply", "-", "edit.txt", "--in-place"]) == 2
     assert "--in-place needs a FILE" in capsys.readouterr().err
+
+
+def unchanged(path: Path, before: os.stat_result) -> bool:
+    return (path.stat().st_mtime_ns == before.st_mtime_ns and path.stat().st_ino ==
+            before.st_ino and sorted(p.name for p in path.parent.iterdir()) == [
+                "code.py", "edit.txt"])
+
+
+@pytest.mark.server
+@pytest.mark.slow
+@pytest.mark.parametrize("stream", [False, True])
+def test_in_place_never_writes_a_file_cut_at_max_tokens(
+        tiny_server: Any, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+        stream: bool) -> None:
+    source, snippet = files
+    before = source.stat()
+    assert main(["apply", str(source), str(snippet), "--in-place", "--max-tokens", "5",
+                 *(["--stream"] if stream else []), "--url", tiny_server.grpc_url]) == 1
+    err = capsys.readouterr().err
+    assert "reached max_tokens=5 before it finished the file" in err
+    assert f"{source} is unchanged" in err
+    assert source.read_text() == ORIGINAL and unchanged(source, before)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_streaming_a_cut_file_to_stdout_says_it_is_a_fragment(
+        tiny_server: Any, files: tuple[Path, Path],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    source, snippet = files
+    assert main(["apply", str(source), str(snippet), "--stream", "--max-tokens", "5",
+                 "--url", tiny_server.grpc_url]) == 1
+    captured = capsys.readouterr()
+    assert captured.out  # the deltas came before the refusal ...
+    assert "the text printed above is a fragment, not the merged file" in captured.err
+
+
+@pytest.mark.server
+def test_in_place_never_writes_an_unsure_merge(
+        det_server: Any, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    source, snippet = files
+    source.write_text(TWINS)
+    snippet.write_text(AMBIGUOUS)
+    before = source.stat()
+    assert main(["apply", str(source), str(snippet), "--in-place",
+                 "--url", det_server.grpc_url]) == 1
+    err = capsys.readouterr().err
+    assert "match equally well at lines 3 and 8" in err  # where it was unsure
+    assert "keep a few unchanged lines around it" in err  # what to do
+    assert source.read_text() == TWINS and unchanged(source, before)

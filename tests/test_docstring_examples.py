@@ -10,6 +10,9 @@ import pytest
 MODULES = [
     "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
     "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
+    "fastapply.bench.merge_shapes", "fastapply._merge_lazy",
+    "fastapply.precision", "fastapply.corpus.languages", "fastapply.corpus.snippets",
+    "fastapply.corpus.split", "fastapply.corpus.verify",
 ]
 
 

@@ -85,3 +85,83 @@ def test_malformed_snippets_raise_with_position(snippet: str, needle: str) -> No
 
 def test_edit_error_is_a_value_error() -> None:
     assert issubclass(EditError, ValueError)
+
+
+SMALL = "x = 1\ny = 2\nz = 3\n"
+
+
+@pytest.mark.parametrize("header", [
+    "@@ -1,1 +1,1 @@",  # counts too small: the hunk goes on
+    "@@ -1,9 +1,9 @@",  # too large
+    "@@ -1 +1 @@",  # counts left out (1 each)
+    "@@ @@",  # none at all
+])
+def test_diff_hunks_are_counted_from_their_bodies(header: str) -> None:
+    # Counts in the header are not trusted (LLMs get them wrong): the hunk is every
+    # line with a diff prefix, as `git apply --recount` reads it.
+    plan = parse_edit(f"{header}\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n")
+    (hunk,) = plan.hunks
+    assert (hunk.old, hunk.new) == (("x = 1", "y = 2", "z = 3"), ("x = 10", "y = 2", "z = 30"))
+
+
+def test_a_diff_hunk_ends_at_the_next_header_marker_or_block() -> None:
+    snippet = ("@@ -1,9 +1,9 @@\n-x = 1\n+x = 10\n\n@@ -3 +3 @@\n-z = 3\n+z = 30\n"
+               "# ... existing code ...\nw = 4\n")
+    plan = parse_edit(snippet)
+    assert [(h.kind, h.old, h.new) for h in plan.hunks] == [
+        ("udiff", ("x = 1",), ("x = 10",)), ("udiff", ("z = 3",), ("z = 30",)),
+        ("lazy", (), ("w = 4",))]
+
+
+@pytest.mark.parametrize("files", [
+    "--- a/x.py\n+++ b/x.py\n",
+    "diff --git a/x.py b/x.py\nindex 3b18e51..a3c4e2f 100644\n--- a/x.py\n+++ b/x.py\n",
+    "",
+])
+def test_a_diff_without_hunk_headers_is_still_a_diff(files: str) -> None:
+    plan = parse_edit(f"{files}-x = 1\n+x = 10\n y = 2\n")
+    assert [(h.kind, h.old, h.new) for h in plan.hunks] == [
+        ("udiff", ("x = 1", "y = 2"), ("x = 10", "y = 2"))]
+
+
+def test_git_extended_headers_are_not_content() -> None:
+    plan = parse_edit("diff --git a/x.py b/x.py\nnew file mode 100644\nindex 0000000..a3c4e2f\n"
+                      "--- /dev/null\n+++ b/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    assert [(h.kind, h.old, h.new) for h in plan.hunks] == [("udiff", (), ("x = 1",))]
+
+
+@pytest.mark.parametrize("snippet", ["- a\n- b\n- c\n", "x = [\n-1,\n+2,\n]\n"])
+def test_lists_and_code_with_leading_signs_stay_lazy(snippet: str) -> None:
+    assert detect_format(snippet) == "lazy"
+
+
+@pytest.mark.parametrize("sep", ["=====", "==========", "===", "  =======  "])
+def test_separators_of_other_lengths_are_accepted(sep: str) -> None:
+    plan = parse_edit(f"<<<<<<< SEARCH\na = 1\n{sep}\na = 2\n>>>>>>> REPLACE\n")
+    assert [(h.kind, h.old, h.new) for h in plan.hunks] == [("search_replace", ("a = 1",),
+                                                             ("a = 2",))]
+
+
+@pytest.mark.parametrize("start,end", [("<<<< SEARCH", ">>>> REPLACE"),
+                                       ("<<< SEARCH", ">>> REPLACE"),
+                                       ("--- SEARCH", "+++ REPLACE")])
+def test_shorter_runs_of_one_marker_character_are_accepted(start: str, end: str) -> None:
+    plan = parse_edit(f"{start}\na = 1\n=======\na = 2\n{end}\n")
+    assert [h.kind for h in plan.hunks] == ["search_replace"]
+
+
+def test_a_seven_sign_separator_wins_over_shorter_lines_of_equals() -> None:
+    # A Markdown heading underline inside the SEARCH text is not the separator.
+    plan = parse_edit("<<<<<<< SEARCH\nTitle\n=====\n=======\nName\n=====\n>>>>>>> REPLACE\n")
+    assert [(h.old, h.new) for h in plan.hunks] == [(("Title", "====="), ("Name", "====="))]
+
+
+@pytest.mark.parametrize("snippet,needle", [
+    ("<<<<<<< SEARCH\nTitle\n=====\na\n=====\nb\n>>>>>>> REPLACE\n",
+     "SEARCH block 1 (snippet line 1) has 2 lines that could be its separator (lines 3 and 5)"),
+    ("<<<<<<< SEARCH\na\n=======\nb\n<<<<<<< SEARCH\nc\n=======\nd\n>>>>>>> REPLACE\n",
+     "SEARCH block 1 (snippet line 1) has no >>>>>>> REPLACE line before line 5"),
+])
+def test_ambiguous_or_unterminated_blocks_raise(snippet: str, needle: str) -> None:
+    with pytest.raises(EditError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        parse_edit(snippet)

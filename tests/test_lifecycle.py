@@ -168,7 +168,7 @@ def serve(repo: Path, grace_period_s: float) -> tuple[subprocess.Popen[str], str
          "--grace-period-s", str(grace_period_s)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    lines = []
+    lines: list[str] = []
     while not any("Ctrl-C stops it" in line for line in lines):
         lines.append(proc.stdout.readline())
         if proc.poll() is not None:

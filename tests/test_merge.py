@@ -12,8 +12,10 @@ import pytest
 from fastapply.edits import EditError
 from fastapply.merge import MergeResult, Uncertainty, apply_snippet
 
-CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
-              Path(__file__).resolve().parents[1].parent / "shared" / "data" / "edits-dev.jsonl")
+_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "edits-dev.jsonl"
+#: The development corpus, or on a fresh clone its sample shipped in tests/data.
+CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or (
+    _SHARED if _SHARED.is_file() else Path(__file__).with_name("data") / "edits-dev-sample.jsonl"))
 
 PY = ("import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n\n\n"
       "def c():\n    return 3\n")
@@ -448,3 +450,64 @@ def test_a_segment_anchored_by_blank_lines_alone_is_flagged() -> None:
         got.uncertain[0].message
     with pytest.raises(EditError, match="show a non-blank line of context"):
         got.check()
+
+
+def test_a_segment_whose_best_reading_matches_nothing_is_unplaced_not_a_crash() -> None:
+    # The only line it shares with the file is a blank one, and its best alignment
+    # uses none: it was given a made-up anchor one past the end of the file (IndexError).
+    got = apply_snippet("a\n\nb", "# ...\nc\n\n")
+    assert [s for s in ("a", "b", "c") if s in got.text.split("\n")] == ["a", "b", "c"]
+    assert got.uncertain
+
+
+@pytest.mark.parametrize("snippet", [
+    "@@ -1,1 +1,1 @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "@@ -1,9 +1,9 @@\n-x = 1\n+x = 10\n@@ -3,9 +3,9 @@\n-z = 3\n+z = 30\n",
+    "@@ -1 +1 @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n\n",
+    "@@ @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "--- a/x.py\n+++ b/x.py\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "diff --git a/x.py b/x.py\nindex 1a2b3c4..5d6e7f8 100644\n--- a/x.py\n+++ b/x.py\n"
+    "@@ -1,1 +1,1 @@\n-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+    "-x = 1\n+x = 10\n y = 2\n-z = 3\n+z = 30\n",
+])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_udiff_with_wrong_or_missing_counts_or_headers_merges_exactly(snippet: str,
+                                                                      newline: str) -> None:
+    original = "x = 1\ny = 2\nz = 3\n".replace("\n", newline)
+    got = apply_snippet(original, snippet.replace("\n", newline))
+    assert got.check() == "x = 10\ny = 2\nz = 30\n".replace("\n", newline)
+
+
+def test_lazy_lines_that_are_a_diff_without_header_are_flagged() -> None:
+    # A removed line kept its "-": read as lazy code it would be written into the file.
+    original = "def f():\n    a = 1\n    b = 2\n    return a + b\n"
+    got = apply_snippet(original, "# ...\n    a = 1\n-    b = 2\n+    b = 3\n    return a + b\n")
+    assert any("looks like a unified diff" in u.message for u in got.uncertain)
+
+
+@pytest.mark.parametrize("start", ["<<-- SEARCH", "-- SEARCH", "<< SEARCH", "=== SEARCH",
+                                   "<<<<<<< SEARCH:", "SEARCH"])
+def test_malformed_block_markers_are_refused_not_written(start: str) -> None:
+    # Read as a lazy snippet without markers, the block text was the whole new file.
+    original = "x = 1\ny = 2\nz = 3\n"
+    snippet = f"{start}\nx = 1\n=======\nx = 10\n>>>>>>> REPLACE\n"
+    with pytest.raises(EditError, match=r"malformed.*<<<<<<< SEARCH.*=======.*>>>>>>> REPLACE"):
+        apply_snippet(original, snippet)
+
+
+def test_conflict_markers_are_never_written_unless_the_file_has_them() -> None:
+    original = "x = 1\ny = 2\nz = 3\n"
+    conflict = "# ...\n<<<<<<< HEAD\ny = 2\n=======\ny = 20\n>>>>>>> feature\n# ...\n"
+    with pytest.raises(EditError, match="snippet line 2"):
+        apply_snippet(original, conflict)
+    # A file that holds such lines (a document about them) may keep them.
+    doc = "Conflicts look like:\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> branch\nEnd\n"
+    got = apply_snippet(doc, "<!-- ... -->\n<<<<<<< HEAD\nmine\n=======\n<!-- ... -->\n")
+    assert got.check() == doc.replace("ours", "mine")
+
+
+@pytest.mark.parametrize("sep", ["=====", "=========="])
+def test_search_replace_with_other_separator_lengths_merges(sep: str) -> None:
+    snippet = f"<<<<<<< SEARCH\ndef a():\n    return 1\n{sep}\ndef a():\n    return 10\n" \
+              ">>>>>>> REPLACE\n"
+    assert apply_snippet(PY, snippet).check() == PY.replace("return 1\n", "return 10\n")

@@ -13,13 +13,13 @@ from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def tokenizer():  # type: ignore[no-untyped-def]
+def tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(ensure_tiny_model())
 
 
-def test_kortix_prompt_uses_chat_template(tokenizer):  # type: ignore[no-untyped-def]
+def test_kortix_prompt_uses_chat_template(tokenizer):
     text = render_prompt(tokenizer, KORTIX, "a = 1\n", "# ... existing code ...\nb = 2\n")
     assert text.startswith("<|im_start|>system\nYou are a coding assistant")
     assert "<code>a = 1\n</code>" in text
@@ -27,7 +27,7 @@ def test_kortix_prompt_uses_chat_template(tokenizer):  # type: ignore[no-untyped
     assert text.endswith("<|im_start|>assistant\n")
 
 
-def test_morph_prompt_carries_instruction(tokenizer):  # type: ignore[no-untyped-def]
+def test_morph_prompt_carries_instruction(tokenizer):
     text = render_prompt(tokenizer, MORPH, "a\n", "b\n", instruction="Rename a to b")
     assert ("<instruction>Rename a to b</instruction>\n<code>a\n</code>\n"
             "<update>b\n</update>") in text
@@ -36,13 +36,13 @@ def test_morph_prompt_carries_instruction(tokenizer):  # type: ignore[no-untyped
     assert "<instruction>Apply the update to the code.</instruction>" in default
 
 
-def test_prompt_ids_round_trip(tokenizer):  # type: ignore[no-untyped-def]
+def test_prompt_ids_round_trip(tokenizer):
     ids = build_prompt_ids(tokenizer, KORTIX, "x = 'ü'\n", "y\n")
     assert tokenizer.decode(ids) == render_prompt(tokenizer, KORTIX, "x = 'ü'\n", "y\n")
     assert ids.count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == 3
 
 
-def test_stop_tokens(tokenizer):  # type: ignore[no-untyped-def]
+def test_stop_tokens(tokenizer):
     ids = stop_token_ids(tokenizer, eos_token_id=[7])
     assert {7, tokenizer.convert_tokens_to_ids("<|im_end|>"),
             tokenizer.convert_tokens_to_ids("<|endoftext|>")} <= ids

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from conftest import TINY_COMPLETE
 
 from fastapply.examples import load_edits
-from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
+from fastapply.service import (
+    ApplyResult,
+    FastApplyService,
+    IncompleteOutput,
+    InvalidRequest,
+    RequestCancelled,
+    ServiceConfig,
+)
 
 ORIGINAL = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+
+
+def merge_or_fragment(service: FastApplyService, *args: Any, **kwargs: Any) -> ApplyResult:
+    """The result, or the fragment a refused (incomplete) merge produced: the tiny random
+    model rarely finishes a file, and lossless decoding is checked on what it wrote."""
+    try:
+        return service.apply(*args, **kwargs)
+    except IncompleteOutput as exc:
+        return exc.partial
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +34,7 @@ def deterministic() -> FastApplyService:
     return FastApplyService(ServiceConfig())
 
 
-def test_deterministic_merges_the_shipped_examples(deterministic):  # type: ignore[no-untyped-def]
+def test_deterministic_merges_the_shipped_examples(deterministic):
     for rec in load_edits():
         result = deterministic.apply(rec["original"], rec["search_replace"])
         assert result.merged_code == rec["updated"], rec["id"]
@@ -23,7 +42,7 @@ def test_deterministic_merges_the_shipped_examples(deterministic):  # type: igno
         assert result.stats.chars_per_s > 0
 
 
-def test_deterministic_streams_the_whole_file_once(deterministic):  # type: ignore[no-untyped-def]
+def test_deterministic_streams_the_whole_file_once(deterministic):
     rec = load_edits()[0]
     deltas: list[str] = []
     result = deterministic.apply(rec["original"], rec["udiff"], on_delta=deltas.append)
@@ -35,11 +54,17 @@ def test_deterministic_streams_the_whole_file_once(deterministic):  # type: igno
     ({"initial_code": None, "edit_snippet": "x"}, "initial_code is missing"),
     ({"initial_code": b"\xc3\x28", "edit_snippet": "x"}, "initial_code is not valid UTF-8"),
     ({"initial_code": ORIGINAL, "edit_snippet": "x", "max_tokens": 0}, "max_tokens is 0"),
+    ({"initial_code": ORIGINAL, "edit_snippet": "x", "max_tokens": "5"},
+     r"max_tokens is '5' \(str\); send a whole number"),
+    ({"initial_code": ORIGINAL, "edit_snippet": "x", "max_tokens": 5.0},
+     r"max_tokens is 5.0 \(float\)"),
+    ({"initial_code": ORIGINAL, "edit_snippet": "x", "max_tokens": True},
+     r"max_tokens is True \(bool\)"),
     ({"initial_code": ORIGINAL,
       "edit_snippet": "<<<<<<< SEARCH\ndef c():\n=======\ndef d():\n>>>>>>> REPLACE\n"},
      "cannot be merged"),
 ])
-def test_bad_input_is_refused_with_a_useful_message(deterministic, kwargs, message):  # type: ignore[no-untyped-def]
+def test_bad_input_is_refused_with_a_useful_message(deterministic, kwargs, message):
     with pytest.raises(InvalidRequest, match=message):
         deterministic.apply(**kwargs)
 
@@ -61,7 +86,7 @@ def test_config_errors_say_what_to_do():
 
 
 @pytest.fixture(scope="module")
-def tiny_services():  # type: ignore[no-untyped-def]
+def tiny_services():
     pytest.importorskip("transformers")
     from fastapply.tinymodel import ensure_tiny_model
 
@@ -72,13 +97,13 @@ def tiny_services():  # type: ignore[no-untyped-def]
     return make(0), make(64), make
 
 
-def test_speculative_service_equals_plain_greedy(tiny_services):  # type: ignore[no-untyped-def]
+def test_speculative_service_equals_plain_greedy(tiny_services):
     plain, spec, _ = tiny_services
     for rec in load_edits()[:3]:
-        want = plain.apply(rec["original"], rec["lazy_snippet"], max_tokens=96)
+        want = merge_or_fragment(plain, rec["original"], rec["lazy_snippet"], max_tokens=96)
         deltas: list[str] = []
-        got = spec.apply(rec["original"], rec["lazy_snippet"], max_tokens=96,
-                         on_delta=deltas.append)
+        got = merge_or_fragment(spec, rec["original"], rec["lazy_snippet"], max_tokens=96,
+                                on_delta=deltas.append)
         assert got.merged_code == want.merged_code
         assert "".join(deltas) == got.merged_code
         assert got.stats.completion_tokens == want.stats.completion_tokens
@@ -86,9 +111,59 @@ def test_speculative_service_equals_plain_greedy(tiny_services):  # type: ignore
         assert got.stats.prompt_tokens == want.stats.prompt_tokens > 0
 
 
-def test_context_limit_is_refused_not_truncated(tiny_services):  # type: ignore[no-untyped-def]
+def test_context_limit_is_refused_not_truncated(tiny_services):
     _, _, make = tiny_services
     small = make(8, context_limit=64)
     rec = load_edits()[0]
     with pytest.raises(InvalidRequest, match="context limit is 64 tokens"):
         small.apply(rec["original"], rec["lazy_snippet"])
+
+
+def test_a_file_cut_at_max_tokens_is_refused_naming_the_budget(tiny_services: Any) -> None:
+    _, spec, _ = tiny_services
+    rec = load_edits()[0]
+    deltas: list[str] = []
+    with pytest.raises(IncompleteOutput, match=r"reached max_tokens=5 before it finished the "
+                                               r"file, so nothing is returned") as caught:
+        spec.apply(rec["original"], rec["lazy_snippet"], max_tokens=5, on_delta=deltas.append)
+    partial = caught.value.partial
+    assert partial.stats.finish_reason == "length" and partial.stats.completion_tokens == 5
+    assert "".join(deltas) == partial.merged_code  # what a stream got before the error
+    assert isinstance(caught.value, InvalidRequest)  # the server answers INVALID_ARG
+
+
+def test_a_file_cut_by_the_context_limit_is_refused(tiny_services: Any) -> None:
+    _, spec, make = tiny_services
+    with pytest.raises(IncompleteOutput) as caught:
+        spec.apply(*TINY_COMPLETE, max_tokens=1)
+    prompt_tokens = caught.value.partial.stats.prompt_tokens
+    tight = make(8, context_limit=prompt_tokens + 10)
+    with pytest.raises(IncompleteOutput, match=rf"the output \(10 tokens\) filled the context "
+                                               rf"limit of {prompt_tokens + 10} tokens"):
+        tight.apply(*TINY_COMPLETE)
+    with pytest.raises(InvalidRequest, match=rf"max_tokens is {prompt_tokens + 11}; send a "
+                                             rf"number from 1 to {prompt_tokens + 10}"):
+        tight.apply(*TINY_COMPLETE, max_tokens=prompt_tokens + 11)
+
+
+def test_a_complete_answer_is_returned(tiny_services: Any) -> None:
+    plain, spec, _ = tiny_services
+    want = plain.apply(*TINY_COMPLETE)
+    got = spec.apply(*TINY_COMPLETE)
+    assert got.stats.finish_reason == want.stats.finish_reason == "stop"
+    assert got.merged_code == want.merged_code
+
+
+def test_generation_stops_once_the_request_is_cancelled(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, spec, _ = tiny_services
+    monkeypatch.setattr("fastapply.service.CANCEL_CHECK_PERIOD_S", 0.0)
+    asked: list[int] = []
+
+    def cancelled_on_third_question() -> bool:
+        asked.append(1)
+        return len(asked) >= 3
+
+    with pytest.raises(RequestCancelled):  # not streaming: nothing else would notice
+        spec.apply(*TINY_COMPLETE, is_cancelled=cancelled_on_third_question)
+    assert len(asked) == 3  # it stopped at the check that said so, not at the end

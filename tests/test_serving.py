@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_MAX_INPUT_BYTES, TINY_CONTEXT_LIMIT_TOKENS
+from conftest import TEST_MAX_INPUT_BYTES, TINY_COMPLETE, TINY_CONTEXT_LIMIT_TOKENS
 
 from fastapply.metrics import PROMETHEUS_COUNTERS, PROMETHEUS_LATENCY, PROMETHEUS_REQUESTS
 from fastapply.model_repo import RenderError, fill, render_repository
@@ -106,6 +106,7 @@ def test_streamed_deltas_concatenate_to_the_merged_file(det_server: Any) -> None
 def test_eight_concurrent_clients(det_server: Any, corpus: Any) -> None:
     pairs = mergeable(corpus, 24)
     failures: list[str] = []
+    right: list[int] = [0] * 8  # exact merges per worker
 
     def work(worker: int) -> None:
         try:
@@ -113,6 +114,8 @@ def test_eight_concurrent_clients(det_server: Any, corpus: Any) -> None:
                 for edit, fmt in pairs[worker::8] * 2:
                     if c.apply(edit["original"], edit[fmt]).merged_code != edit["updated"]:
                         failures.append(f"{edit['id']}: wrong merge")
+                    else:
+                        right[worker] += 1
         except Exception as exc:  # collected and asserted below
             failures.append(f"worker {worker}: {exc}")
 
@@ -121,7 +124,9 @@ def test_eight_concurrent_clients(det_server: Any, corpus: Any) -> None:
         t.start()
     for t in threads:
         t.join(timeout=120)
+    assert [t.name for t in threads if t.is_alive()] == []  # none hung
     assert failures == []
+    assert right == [len(pairs[w::8]) * 2 for w in range(8)]  # every request answered
 
 
 BAD_INPUTS = {
@@ -224,21 +229,30 @@ def test_http_generate_and_generate_stream(det_server: Any) -> None:
 def test_tiny_model_served_equals_inprocess_greedy(tiny_server: Any, tiny_model_dir: Path
                                                    ) -> None:
     from fastapply.examples import load_edits
-    from fastapply.service import FastApplyService, ServiceConfig
+    from fastapply.service import FastApplyService, IncompleteOutput, ServiceConfig
 
-    edit = min(load_edits(), key=lambda e: len(e["original"]))
     greedy = FastApplyService(ServiceConfig(
         runtime="torch", model_dir=str(tiny_model_dir), device="cpu", dtype="float32",
-        max_draft_len=0)).apply(edit["original"], edit["lazy_snippet"], max_tokens=64)
-    assert greedy.stats.completion_tokens > 0
+        max_draft_len=0))
+    want = greedy.apply(*TINY_COMPLETE)  # a whole file: the model stops by itself
     with client(tiny_server) as c:
-        served = c.apply(edit["original"], edit["lazy_snippet"], max_tokens=64)
-        stream = c.stream(edit["original"], edit["lazy_snippet"], max_tokens=64)
+        served = c.apply(*TINY_COMPLETE)
+        stream = c.stream(*TINY_COMPLETE)
         deltas = list(stream)
-    assert served.merged_code == greedy.merged_code
-    assert served.stats.completion_tokens == greedy.stats.completion_tokens
-    assert "".join(deltas) == greedy.merged_code
+    assert served.merged_code == "".join(deltas) == want.merged_code
+    assert served.stats.completion_tokens == want.stats.completion_tokens
+    assert served.stats.finish_reason == want.stats.finish_reason == "stop"
     assert stream.stats is not None and stream.stats.forward_passes > 0
+
+    # Noise cut at max_tokens: refused, and the text streamed before the refusal is greedy's.
+    edit = min(load_edits(), key=lambda e: len(e["original"]))
+    with pytest.raises(IncompleteOutput) as cut:
+        greedy.apply(edit["original"], edit["lazy_snippet"], max_tokens=64)
+    with client(tiny_server) as c:
+        stream = c.stream(edit["original"], edit["lazy_snippet"], max_tokens=64)
+        refusal = stream.drain()
+    assert refusal is not None and "reached max_tokens=64" in refusal
+    assert stream.merged_code == cut.value.partial.merged_code != ""
 
 
 @pytest.mark.server
@@ -262,8 +276,8 @@ def test_client_timeout_then_the_same_client_recovers(tiny_server: Any) -> None:
         with pytest.raises(FastApplyError, match=r"no answer from .* within 0.001 s"):
             c.apply(big, "value_1 = 2\n# ... existing code ...\n", max_tokens=32)
         c.timeout_s = 120  # the timed-out stream was dropped; a new one serves this
-        again = c.apply("a = 1\n", "a = 2\n", max_tokens=8)
-    assert again.stats.completion_tokens > 0
+        again = c.apply(*TINY_COMPLETE)
+    assert again.stats.finish_reason == "stop"
 
 
 # -- `fastapply serve` -----------------------------------------------------------------

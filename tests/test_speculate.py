@@ -8,6 +8,7 @@ whatever K is. Greedy here is transformers' own ``generate(do_sample=False)``.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import pytest
 
@@ -49,14 +50,14 @@ def greedy(runtime: TorchRuntime, prompt: list[int]) -> list[int]:
 class ScriptedDrafter:
     """Proposes ``make(position)`` truncated to K: drafts of a chosen quality."""
 
-    def __init__(self, make, k: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, make, k: int) -> None:
         self.make, self.k = make, k
 
-    def propose(self, output: list[int], max_len: int) -> list[int]:
+    def propose(self, output: Sequence[int], max_len: int) -> list[int]:
         return list(self.make(len(output)))[: min(self.k, max_len)]
 
 
-def drafts(kind: str, target: list[int], k: int):  # type: ignore[no-untyped-def]
+def drafts(kind: str, target: list[int], k: int):
     rng = random.Random(k)
     if kind == "perfect":
         return lambda pos: target[pos:pos + k]
@@ -71,7 +72,7 @@ def drafts(kind: str, target: list[int], k: int):  # type: ignore[no-untyped-def
 
 @pytest.mark.parametrize("k", [1, 4, 16, 64])
 @pytest.mark.parametrize("kind", ["perfect", "random", "half_right", "shifted"])
-def test_output_equals_greedy(runtime, prompt, greedy, kind, k):  # type: ignore[no-untyped-def]
+def test_output_equals_greedy(runtime, prompt, greedy, kind, k):
     gen = generate(runtime, prompt, ScriptedDrafter(drafts(kind, greedy, k), k),
                    max_new_tokens=N_TOKENS, stop_ids=set())
     assert gen.token_ids == greedy
@@ -87,13 +88,13 @@ def test_output_equals_greedy(runtime, prompt, greedy, kind, k):  # type: ignore
         assert s.accepted_draft_tokens < N_TOKENS // 4
 
 
-def test_plain_loop_equals_greedy(runtime, prompt, greedy):  # type: ignore[no-untyped-def]
+def test_plain_loop_equals_greedy(runtime, prompt, greedy):
     gen = generate(runtime, prompt, NoDraft(), max_new_tokens=N_TOKENS, stop_ids=set())
     assert gen.token_ids == greedy
     assert gen.stats.forward_passes == N_TOKENS
 
 
-def test_stop_token_inside_accepted_draft_ends_output(runtime, prompt, greedy):  # type: ignore[no-untyped-def]
+def test_stop_token_inside_accepted_draft_ends_output(runtime, prompt, greedy):
     stop = greedy[40]
     first = greedy.index(stop)
     gen = generate(runtime, prompt, ScriptedDrafter(drafts("perfect", greedy, 16), 16),
@@ -102,14 +103,14 @@ def test_stop_token_inside_accepted_draft_ends_output(runtime, prompt, greedy): 
     assert gen.stats.finish_reason == "stop"
 
 
-def test_budget_is_respected_with_long_drafts(runtime, prompt, greedy):  # type: ignore[no-untyped-def]
+def test_budget_is_respected_with_long_drafts(runtime, prompt, greedy):
     for budget in (1, 2, 17, 65):
         gen = generate(runtime, prompt, ScriptedDrafter(drafts("perfect", greedy, 64), 64),
                        max_new_tokens=budget, stop_ids=set())
         assert gen.token_ids == greedy[:budget]
 
 
-def test_context_limit_is_an_error_not_a_truncation(prompt):  # type: ignore[no-untyped-def]
+def test_context_limit_is_an_error_not_a_truncation(prompt):
     small = TorchRuntime(ensure_tiny_model(), device="cpu", context_limit=len(prompt))
     with pytest.raises(ContextLimitError, match=r"prompt is \d+ tokens but the context limit"):
         generate(small, prompt, NoDraft(), max_new_tokens=10, stop_ids=set())

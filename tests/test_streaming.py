@@ -17,20 +17,20 @@ TEXT = "naïve = '日本語のテキスト' 🚀🚀 # ünïcödé\r\n\tcafé �
 
 
 @pytest.fixture(scope="module")
-def tokenizer():  # type: ignore[no-untyped-def]
+def tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(ensure_tiny_model())
 
 
-def test_multibyte_characters_span_several_tokens(tokenizer):  # type: ignore[no-untyped-def]
+def test_multibyte_characters_span_several_tokens(tokenizer):
     # Otherwise the next test would prove nothing.
     ids = tokenizer.encode("🚀", add_special_tokens=False)
     assert len(ids) > 1
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7])
-def test_text_stream_never_splits_a_character(tokenizer, chunk):  # type: ignore[no-untyped-def]
+def test_text_stream_never_splits_a_character(tokenizer, chunk):
     ids = tokenizer.encode(TEXT, add_special_tokens=False)
     stream = TextStream(tokenizer)
     deltas = [stream.push(ids[i:i + chunk]) for i in range(0, len(ids), chunk)]
@@ -39,7 +39,7 @@ def test_text_stream_never_splits_a_character(tokenizer, chunk):  # type: ignore
     assert all("\ufffd" not in d for d in deltas)
 
 
-def test_text_stream_skips_stop_tokens(tokenizer):  # type: ignore[no-untyped-def]
+def test_text_stream_skips_stop_tokens(tokenizer):
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     stream = TextStream(tokenizer, skip_ids={eos})
     ids = tokenizer.encode("x = 1\n", add_special_tokens=False)
@@ -56,13 +56,13 @@ def test_text_stream_skips_stop_tokens(tokenizer):  # type: ignore[no-untyped-de
     (MORPH, "x = 1\n", "x = 1\n"),
     (MORPH, "```\n```md\ninner\n```\n", "```md\ninner\n"),
 ])
-def test_extract(fmt, raw, expected):  # type: ignore[no-untyped-def]
+def test_extract(fmt, raw, expected):
     assert fmt.extract(raw) == expected
 
 
 @pytest.mark.parametrize("fmt", [KORTIX, MORPH])
 @pytest.mark.parametrize("body", ["x = 1\n", "a </b> <updated-c ```\n", "🚀\n```js\n", ""])
-def test_stream_extractor_deltas_add_up(fmt, body):  # type: ignore[no-untyped-def]
+def test_stream_extractor_deltas_add_up(fmt, body):
     for raw in (fmt.expected_output(body), "```py\n" + body + "\n```", body):
         rng = random.Random(len(raw))
         for _ in range(20):

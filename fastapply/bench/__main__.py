@@ -1,4 +1,4 @@
-"""``python -m fastapply.bench {drafting,merge,runtime,serve} ...``
+"""``python -m fastapply.bench {drafting,merge,runtime,serve,openai_front} ...``
 
 Each subcommand lives in ``fastapply/bench/<name>.py`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> dict``; the dict is printed as the last line.
@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "merge": "exact-match rate of the deterministic merge per snippet format",
     "runtime": "greedy vs prompt lookup vs speculative edits on a real model (lossless check)",
     "serve": "Triton/gRPC overhead against in-process merges",
+    "openai_front": "what the OpenAI/Morph/Relace HTTP front adds over direct gRPC",
 }
 
 

@@ -2,25 +2,33 @@
 
 A merge is exact when ``apply_snippet(original, snippet).text == updated``. The table
 also counts exact merges that were flagged unsure (the deterministic server runtime
-refuses those), wrong merges that were not flagged (it would return those as merged:
-the figure to drive to zero) and lists the first failing ids.
+refuses those), **served exact** merges (exact and not flagged: what a user gets), wrong
+merges that were not flagged (it would return those as merged: the figure to drive to
+zero, as a count and a rate), the merge time per record (p50/p95 ms), and lists the first
+failing ids. ``--by-language`` adds the same figures per language.
 
 With ``--regenerate`` it also merges lazy snippets rebuilt from each record's true change
 with 1, 2 and 3 lines of context (:func:`lazy_snippet`): the same files, other snippets,
 a check that the merge is not fitted to the corpus' own snippets.
+
+Each format also reports the merge time per edit (``merge_ms_p50``, ``merge_ms_p95``) and
+in all (``merge_s``). With ``--shapes`` it instead merges the worst-case shapes of
+:mod:`fastapply.bench.merge_shapes` on a generated file (``--lines``, default 20,000).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import time
+from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import load_edits, print_table
+from fastapply.bench.common import load_edits, percentile, print_table
 
 FIELDS = {"lazy": "lazy_snippet", "search_replace": "search_replace", "udiff": "udiff"}
 #: Marker comment per language for regenerated lazy snippets (default ``//``).
@@ -69,44 +77,93 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regenerate", action="store_true",
                    help="also merge lazy snippets rebuilt from the true change with 1, 2 and "
                         "3 lines of context (formats lazy_context_1..3)")
+    p.add_argument("--shapes", action="store_true",
+                   help="time the worst-case shapes on a generated file instead of the corpus")
+    p.add_argument("--lines", type=int, default=20000, help="--shapes: lines of the file")
+    p.add_argument("--repeat", type=int, default=3, help="--shapes: runs per shape (best kept)")
+    p.add_argument("--by-language", action="store_true",
+                   help="also print the figures per language for each format")
+
+
+class _Tally:
+    """Outcome counts of one format (or one format and language)."""
+
+    def __init__(self) -> None:
+        self.exact = self.flagged_exact = self.flagged_wrong = self.silent = self.errors = 0
+        self.total = 0
+
+    def add(self, outcome: str) -> None:
+        self.total += 1
+        setattr(self, outcome, getattr(self, outcome) + 1)
+
+    def figures(self) -> dict[str, Any]:
+        total = self.total or 1
+        exact = self.exact + self.flagged_exact
+        return {"exact": exact, "total": self.total, "exact_rate": exact / total,
+                "served_exact": self.exact, "served_exact_rate": self.exact / total,
+                "exact_but_flagged": self.flagged_exact, "wrong_flagged": self.flagged_wrong,
+                "wrong_unflagged": self.silent, "wrong_unflagged_rate": self.silent / total,
+                "parse_errors": self.errors}
+
+
+COLUMNS = ["exact_rate", "served_exact_rate", "exact_but_flagged", "wrong_flagged",
+           "wrong_unflagged", "wrong_unflagged_rate", "parse_errors"]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.edits import EditError
     from fastapply.merge import apply_snippet
 
+    if args.shapes:
+        from fastapply.bench.merge_shapes import run_shapes
+
+        return run_shapes(args.lines, args.repeat)
     edits = load_edits(args.data, args.limit)
     formats: dict[str, dict[str, Any]] = {}
-    rows, failures = [], []
+    rows, failures, lang_rows = [], [], []
     # format name -> the snippet of a record in that format
     fields: dict[str, Callable[[dict[str, Any]], str]] = {
         name: itemgetter(field) for name, field in FIELDS.items()}
     if args.regenerate:
         fields.update({f"lazy_context_{c}": partial(_regenerated, context=c) for c in (1, 2, 3)})
     for name, snippet_of in fields.items():
-        exact = unsure = errors = silent = 0
+        tally = _Tally()
+        by_lang: dict[str, _Tally] = defaultdict(_Tally)
+        merge_ms: list[float] = []
         for rec in edits:
             snippet = snippet_of(rec)
+            start = time.perf_counter()
             try:
                 result = apply_snippet(rec["original"], snippet)
             except EditError as exc:
-                errors += 1
-                failures.append((name, rec["id"], f"EditError: {exc}"[:90]))
-                continue
-            if result.text == rec["updated"]:
-                exact += 1
-                unsure += bool(result.uncertain)
+                outcome, why = "errors", f"EditError: {exc}"[:90]
             else:
-                silent += not result.uncertain
-                failures.append((name, rec["id"], "; ".join(
-                    u.message for u in result.uncertain)[:90] or "differs, not flagged"))
-        total = len(edits)
-        formats[name] = {"exact": exact, "total": total,
-                         "exact_rate": exact / total if total else 0.0,
-                         "wrong_unflagged": silent}
-        rows.append([name, exact, total, formats[name]["exact_rate"], unsure, silent, errors])
-    print_table(["format", "exact", "total", "exact_rate", "exact_but_flagged_unsure",
-                 "wrong_unflagged", "parse_errors"], rows)
+                right = result.text == rec["updated"]
+                outcome = ("flagged_" if result.uncertain else "") + \
+                    ("exact" if right else "wrong")
+                outcome = "silent" if outcome == "wrong" else outcome
+                why = "; ".join(u.message for u in result.uncertain)[:90] \
+                    or "differs, not flagged"
+            merge_ms.append((time.perf_counter() - start) * 1000)
+            tally.add(outcome)
+            by_lang[rec.get("language", "?")].add(outcome)
+            if outcome not in ("exact", "flagged_exact"):
+                failures.append((name, rec["id"], why))
+        formats[name] = {**tally.figures(),
+                         "merge_ms_p50": round(percentile(merge_ms, 50), 3),
+                         "merge_ms_p95": round(percentile(merge_ms, 95), 3),
+                         "merge_s": round(sum(merge_ms) / 1000, 3)}
+        f = formats[name]
+        rows.append([name, f["total"], *(f[c] for c in COLUMNS),
+                     *(f[k] for k in ("merge_ms_p50", "merge_ms_p95", "merge_s"))])
+        if args.by_language:
+            formats[name]["languages"] = {lang: t.figures() for lang, t in sorted(by_lang.items())}
+            lang_rows += [[name, lang, t.total, *(t.figures()[c] for c in COLUMNS)]
+                          for lang, t in sorted(by_lang.items())]
+    print_table(["format", "total", *COLUMNS, "merge_ms_p50", "merge_ms_p95", "merge_s"], rows)
+    if lang_rows:
+        print()
+        print_table(["format", "language", "total", *COLUMNS], lang_rows)
     shown = [f for name in fields for f in [x for x in failures if x[0] == name][: args.show]]
     if shown:
         print()

@@ -133,6 +133,10 @@ the serving pods wait for, so they never start on a stale or half-written engine
 - {{ int .Values.ports.grpc | quote }}
 - --metrics-port
 - {{ int .Values.ports.metrics | quote }}
+{{- if .Values.ports.openai }}
+- --openai-port
+- {{ int .Values.ports.openai | quote }}
+{{- end }}
 {{- range .Values.serve.extraArgs }}
 - {{ . | quote }}
 {{- end }}
@@ -141,4 +145,42 @@ the serving pods wait for, so they never start on a stale or half-written engine
 {{/* The build Job's name: fixed per build id (<= 63 characters). */}}
 {{- define "fastapply.buildJobName" -}}
 {{- printf "%s-build-%s" (include "fastapply.fullname" . | trunc 46 | trimSuffix "-") (include "fastapply.buildId" .) }}
+{{- end }}
+
+{{/*
+Affinity with the GPU-product requirement: `gpu.products` (values of the GPU feature
+discovery label nvidia.com/gpu.product) is ANDed into every required node selector term of
+the given affinity (one term when it has none). Call with (list $ affinity); prints YAML,
+empty when there is nothing to say.
+*/}}
+{{- define "fastapply.affinity" -}}
+{{- $ctx := index . 0 }}
+{{- $affinity := deepCopy (default (dict) (index . 1)) }}
+{{- $products := $ctx.Values.gpu.products }}
+{{- if and $products (include "fastapply.usesEngine" $ctx) }}
+{{- $node := default (dict) $affinity.nodeAffinity }}
+{{- $required := default (dict) (get $node "requiredDuringSchedulingIgnoredDuringExecution") }}
+{{- $terms := default (list (dict)) $required.nodeSelectorTerms }}
+{{- $product := dict "key" "nvidia.com/gpu.product" "operator" "In" "values" $products }}
+{{- $withProduct := list }}
+{{- range $terms }}
+{{- $term := deepCopy . }}
+{{- $_ := set $term "matchExpressions" (append (default (list) $term.matchExpressions) $product) }}
+{{- $withProduct = append $withProduct $term }}
+{{- end }}
+{{- $_ := set $required "nodeSelectorTerms" $withProduct }}
+{{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" $required }}
+{{- $_ := set $affinity "nodeAffinity" $node }}
+{{- end }}
+{{- if $affinity }}{{ toYaml $affinity }}{{ end }}
+{{- end }}
+
+{{/* The load-test image (the Dockerfile's `loadtest` target). */}}
+{{- define "fastapply.loadtestImage" -}}
+{{- printf "%s:%s" .Values.loadtest.image.repository (default .Chart.AppVersion .Values.loadtest.image.tag) }}
+{{- end }}
+
+{{/* PromQL label matchers of the serving pods' series (as scraped by the Service/PodMonitor). */}}
+{{- define "fastapply.podMatchers" -}}
+{{- printf "namespace=%q, pod=~%q" .Release.Namespace (printf "%s-.*" (include "fastapply.fullname" .)) }}
 {{- end }}

@@ -33,7 +33,11 @@ def _scalar(request: Any, name: str) -> Any:
     if tensor is None:
         return None
     values = tensor.as_numpy().reshape(-1)
-    return values[0] if values.size else None
+    if not values.size:
+        return None
+    value = values[0]
+    # numpy scalars (BOOL, INT64) as Python's bool/int, for fastapply.service's checks
+    return value.item() if isinstance(value, np.generic) else value
 
 
 class _MetricsFlusher:
@@ -45,9 +49,8 @@ class _MetricsFlusher:
     lock_exception). So request threads add counter increments to a dict, and the
     gauges are read (latest values win) when a flush runs: a request thread on its way
     out (its response sent) that finds the last flush older than ``period_s`` applies
-    them, alone, gauges only where they changed: an isolated request
-    shows at once, a busy server pays a few round trips per period instead of ~7 per
-    request. Updates nobody flushes that way (the gauges back at 0 when the server goes
+    them, alone, gauges only where they changed: an isolated request shows at once, a
+    busy server pays a few round trips per period instead of ~7 per request. Updates nobody flushes that way (the gauges back at 0 when the server goes
     idle, the queue growing while every worker is busy) are applied by a thread of its
     own within ``2 * period_s``; it only wakes when something waits, so it stays off the
     response path (a thread flushing every period slowed requests: 3.4 -> 5.3 ms).
@@ -126,10 +129,6 @@ class _MetricsFlusher:
             self.counters, self.gauges = {}, {}
 
 
-class _Cancelled(Exception):
-    """The client cancelled the request (e.g. closed its stream)."""
-
-
 def _log_failure(future: Future[None]) -> None:
     if future.cancelled():
         return  # never started: whoever cancelled it answered the request
@@ -180,13 +179,15 @@ class TritonPythonModel:
     input ``edit_snippet``  BYTES  lazy / SEARCH-REPLACE / udiff / mixed edit (UTF-8)
     input ``instruction``   BYTES  optional: what the edit is for (Morph-style prompts)
     input ``stream``        BOOL   optional: send text deltas as they are produced
-    input ``max_tokens``    INT32  optional: output token budget
+    input ``max_tokens``    INT64  optional: output token budget, 1 to the context limit
     output ``merged_code``  BYTES  the merged file; when streaming, one delta per response
     output ``stats``        BYTES  JSON of fastapply.metrics.Stats (last response only)
     ======================  =====  =============================================================
 
-    Bad input gets an ``INVALID_ARG`` error naming the problem. Every request ends with a
-    response flagged ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``, also on failure.
+    Bad input gets an ``INVALID_ARG`` error naming the problem, and so does a file the
+    model did not finish (max_tokens or the context ran out): never a fragment as
+    success. Every request ends with a response flagged
+    ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``, also on failure.
 
     Parameters (config.pbtxt, rendered by fastapply.model_repo) map onto ServiceConfig.
     """
@@ -200,7 +201,7 @@ class TritonPythonModel:
             PROMETHEUS_REQUESTS,
         )
         from fastapply.model_repo import config_from_parameters
-        from fastapply.service import FastApplyService, InvalidRequest
+        from fastapply.service import FastApplyService, InvalidRequest, RequestCancelled, as_flag
 
         model_config = json.loads(args["model_config"])
         if not pb_utils.using_decoupled_model_transaction_policy(model_config):
@@ -209,6 +210,8 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in model_config.get("parameters", {}).items()}
         config, workers = config_from_parameters(params)
         self.invalid_request = InvalidRequest
+        self.cancelled = RequestCancelled
+        self.as_flag = as_flag
         self.service = FastApplyService(config)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fast_apply")
         # A Metric dies with its MetricFamily: keep the families as long as the model.
@@ -284,7 +287,7 @@ class TritonPythonModel:
             self._fail(sender, "invalid", pb_utils.TritonError(
                 str(exc), pb_utils.TritonError.INVALID_ARG))
             return
-        except _Cancelled:
+        except self.cancelled:
             self._fail(sender, "cancelled", pb_utils.TritonError(
                 "request cancelled by the client", pb_utils.TritonError.CANCELLED))
             return
@@ -297,20 +300,25 @@ class TritonPythonModel:
                           if field in stats}, "success")
 
     def _merge(self, inputs: dict[str, Any], sender: Any) -> dict[str, Any]:
-        """Run the service; send deltas (if streaming) and the final response."""
-        stream = bool(inputs["stream"] or False)
-        max_tokens = inputs["max_tokens"]
+        """Run the service; send deltas (if streaming) and the final response.
+
+        A file the model did not finish is an IncompleteOutput (INVALID_ARG): when
+        streaming, the deltas already sent are followed by that error as the final
+        response. The service asks ``sender.is_cancelled`` while it generates, so a
+        client that went away stops the work, streaming or not.
+        """
+        stream = self.as_flag("stream", inputs["stream"])
 
         def on_delta(delta: str) -> None:
             if sender.is_cancelled():
-                raise _Cancelled
+                raise self.cancelled
             sender.send(pb_utils.InferenceResponse(
                 output_tensors=[_text_tensor("merged_code", delta)]))
 
         result = self.service.apply(
             inputs["initial_code"], inputs["edit_snippet"], inputs["instruction"],
-            max_tokens=int(max_tokens) if max_tokens is not None else None,
-            on_delta=on_delta if stream else None)
+            max_tokens=inputs["max_tokens"], on_delta=on_delta if stream else None,
+            is_cancelled=sender.is_cancelled)
         stats: dict[str, Any] = result.stats.to_dict()
         sender.send(pb_utils.InferenceResponse(output_tensors=[
             _text_tensor("merged_code", "" if stream else result.merged_code),

@@ -6,8 +6,11 @@
    past the request timeout (in-flight requests end and are counted); the subprocess
    gets SIGTERM, then SIGKILL (its process group), past duration + stop timeout + a
    margin, so a run never hangs;
-3. read Locust's ``--json-file`` (exact totals, not the CSV snapshot), print P50/P90/P99
-   of every figure, write ``--report`` JSON; exit 1 above ``--max-failure-ratio``.
+   Locust prints a progress line every ``--progress-interval`` seconds;
+3. read Locust's ``--json-file`` (exact totals, not the CSV snapshot) and the run record
+   (wall time, failure kinds, the other figures), print P50/P90/P99 of every figure and
+   completed requests per second of wall time, write ``--report`` JSON; exit 1 above
+   ``--max-failure-ratio``.
 
 Exit status: 0 passed, 1 too many failures or the run itself failed, 2 bad arguments
 or data, 3 target unreachable.
@@ -79,6 +82,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect-timeout", type=float, default=5.0,
                    help="seconds to wait for the server, up front and per user (default 5)")
     p.add_argument("--seed", type=int, help="seed of the edit picks (reproducible mixes)")
+    p.add_argument("--progress-interval", type=float, default=10.0,
+                   help="seconds between progress lines during the run; 0: none (default 10)")
 
 
 def check_reachable(url: str, timeout_s: float, model: str = "fast_apply") -> str | None:
@@ -120,6 +125,8 @@ def locust_command(args: argparse.Namespace, duration_s: int, workdir: Path) -> 
            "--run-time", f"{duration_s}s", "--stop-timeout", str(stop_timeout_s(args)),
            "--only-summary", "--json-file", str(workdir / "stats"),
            "--fa-errors-file", str(workdir / "errors.json"),
+           "--fa-run-file", str(workdir / "run.json"),
+           "--fa-progress-interval", str(args.progress_interval),
            "--fa-formats", args.formats, "--fa-think-time", args.think_time,
            "--fa-request-timeout", str(args.request_timeout),
            "--fa-connect-timeout", str(args.connect_timeout),
@@ -176,11 +183,15 @@ def _read_json(path: Path) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from fastapply.examples import DataError
+    from fastapply.loadtest.figures import RunRecord
     from fastapply.loadtest.report import format_table, summarise
 
     try:
         duration_s = parse_duration(args.duration)
         parse_think_time(args.think_time)
+        if args.progress_interval < 0:
+            raise ValueError(f"--progress-interval {args.progress_interval:g}: give seconds "
+                             f">= 0 (0: no progress lines)")
         load_workload(args.data, [f.strip() for f in args.formats.split(",") if f.strip()])
     except (ValueError, DataError, WorkloadError) as exc:
         print(f"fastapply loadtest: {exc}", file=sys.stderr)
@@ -197,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         code = run_bounded(locust_command(args, duration_s, workdir), bound_s, workdir)
         rows = _read_json(workdir / "stats.json") or _read_json(workdir / "stats")
         errors = _read_json(workdir / "errors.json")
+        run_data = _read_json(workdir / "run.json")
     if code is None:
         print(f"fastapply loadtest: Locust did not finish within {bound_s} s and was killed",
               file=sys.stderr)
@@ -204,7 +216,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastapply loadtest: Locust wrote no statistics (exit status {code}); see its "
               f"log above", file=sys.stderr)
         return EXIT_FAILED
-    report = summarise(rows, errors, url=args.url, users=args.users, duration_s=duration_s,
+    run_record = RunRecord.from_dict(run_data) if run_data else None
+    report = summarise(rows, errors, run_record, url=args.url, users=args.users,
+                       duration_s=duration_s,
                        data=str(args.data) if args.data else "(shipped examples)",
                        formats=args.formats.split(","), verify=args.verify,
                        stream=not args.no_stream, max_failure_ratio=args.max_failure_ratio)

@@ -9,6 +9,12 @@ stubs that tritonclient ships).
 >>> stream.stats                                              # doctest: +SKIP
 """
 
-from fastapply.client.grpc import ApplyResult, FastApplyClient, FastApplyError, Stream
+from fastapply.client.grpc import (
+    ApplyResult,
+    FastApplyClient,
+    FastApplyError,
+    FastApplyTimeout,
+    Stream,
+)
 
-__all__ = ["ApplyResult", "FastApplyClient", "FastApplyError", "Stream"]
+__all__ = ["ApplyResult", "FastApplyClient", "FastApplyError", "FastApplyTimeout", "Stream"]

@@ -140,7 +140,7 @@ def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_token
     from fastapply.client.grpc import FastApplyClient
     from fastapply.engine_build.quantize import record_snippet
     from fastapply.model_repo import render_repository
-    from fastapply.service import FastApplyService, ServiceConfig
+    from fastapply.service import FastApplyService, IncompleteOutput, ServiceConfig
     from fastapply.serving import TritonServer
 
     params: dict[str, Any] = {"runtime": "torch", "model_dir": str(model_dir), "device": "cpu",
@@ -151,9 +151,15 @@ def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_token
     with TritonServer(repo) as server, FastApplyClient(server.grpc_url) as client:
         for rec in records:
             snippet = record_snippet(rec)
-            served = client.apply(rec["original"], snippet, max_tokens=max_tokens)
-            here = local.apply(rec["original"], snippet, max_tokens=max_tokens)
-            if served.merged_code != here.merged_code:
+            # A file cut at max_tokens is refused on both sides: compare what was written.
+            served = client.stream(rec["original"], snippet, max_tokens=max_tokens)
+            served_refusal = served.drain()
+            try:
+                here = local.apply(rec["original"], snippet, max_tokens=max_tokens)
+            except IncompleteOutput as exc:
+                here = exc.partial
+            if (served.merged_code != here.merged_code
+                    or (served_refusal is None) != here.stats.complete):
                 mismatched.append(rec.get("id"))
     return {"edits": len(records), "mismatched": mismatched,
             "served_equals_in_process": not mismatched}

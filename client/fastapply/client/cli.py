@@ -5,6 +5,11 @@ to ``-o OUT``, or back into FILE with ``--in-place``; files are written atomical
 temporary file in the same folder, then ``os.replace``), keeping FILE's mode, so a
 failed request or an interrupted write never leaves a half-written file. On an error
 the server's message is printed and the exit status is 1; nothing is written.
+
+Only a complete merge is ever written: a file the model did not finish (``--max-tokens``
+or the context ran out) is an error, and so is a snippet the deterministic merge was
+unsure of (the server names the places). With ``--stream`` to standard output the text
+already printed before such an error is a fragment; the error says so.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the server's gRPC address HOST:PORT (default: $FASTAPPLY_URL or "
                         f"{DEFAULT_URL})")
     p.add_argument("--instruction", help="what the edit is for (used by morph prompts)")
-    p.add_argument("--max-tokens", type=int, help="output token budget")
+    p.add_argument("--max-tokens", type=int,
+                   help="output token budget; a file not finished within it is an error, "
+                        "never written (default: the room the model's context leaves)")
     p.add_argument("--stream", action="store_true",
                    help="print the merged file as it is produced (standard output only)")
     p.add_argument("--timeout-s", type=float, default=300.0,
@@ -67,6 +74,17 @@ def _default_mode() -> int:
     return 0o666 & ~umask
 
 
+def _not_written(args: argparse.Namespace, printed: bool = False) -> str:
+    """What an error left alone (or ``printed`` already), for its message."""
+    if args.in_place:
+        return f"\n{args.file} is unchanged"
+    if args.output is not None:
+        return f"\n{args.output} was not written"
+    if printed:
+        return "\nthe text printed above is a fragment, not the merged file"
+    return ""
+
+
 def _read(name: str, stdin_used: list[bool]) -> str:
     if name == "-":
         if stdin_used[0]:
@@ -91,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastapply apply: {exc}", file=sys.stderr)
         return 2
     to_stdout = args.output is None and not args.in_place
+    printed = False  # text streamed to standard output already
     try:
         with FastApplyClient(args.url, timeout_s=args.timeout_s) as client:
             if args.stream:
@@ -99,12 +118,18 @@ def run(args: argparse.Namespace) -> int:
                     if to_stdout:
                         sys.stdout.write(delta)
                         sys.stdout.flush()
+                        printed = True
                 merged, stats = stream.merged_code, stream.stats
             else:
                 result = client.apply(original, snippet, args.instruction, args.max_tokens)
                 merged, stats = result.merged_code, result.stats
     except FastApplyError as exc:
-        print(f"fastapply apply: {exc}", file=sys.stderr)
+        print(f"fastapply apply: {exc}{_not_written(args, printed)}", file=sys.stderr)
+        return 1
+    if stats is None or not stats.complete:  # the client refuses these; never write one
+        reason = stats.finish_reason if stats is not None else "no statistics"
+        print(f"fastapply apply: the server's answer is not a complete merge ({reason})"
+              f"{_not_written(args, printed)}", file=sys.stderr)
         return 1
     if to_stdout and not args.stream:
         sys.stdout.write(merged)

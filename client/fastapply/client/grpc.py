@@ -2,8 +2,14 @@
 
 The fast_apply model is decoupled, so Triton refuses unary ``ModelInfer`` for it: every
 call goes through the bidirectional ``ModelStreamInfer`` stream. One client keeps one
-stream open and runs one request at a time on it (a lock serialises callers); use one
-client per thread or greenlet for concurrency, as the load test does.
+stream open and runs one request at a time on it: a request from another thread waits
+for the current one (at most ``timeout_s``); a new request from the thread that stopped
+reading a stream drops that stream (the server cancels its request). Use one client per
+thread or greenlet for concurrency, as the load test does.
+
+A file the server did not finish (``max_tokens`` or the context ran out) is a
+FastApplyError, never a result: the server refuses it, and the client also refuses a
+final answer whose ``stats.finish_reason`` is not complete (servers before that fix).
 
 Why not ``tritonclient.grpc.InferenceServerClient.start_stream``: it hands every
 response from a reader thread to a callback and on to the caller through a queue, and
@@ -26,7 +32,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +48,19 @@ _CHANNEL_OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE),
 
 
 class FastApplyError(RuntimeError):
-    """A failed request; ``str(err)`` is the server's own message when it sent one."""
+    """A failed request; ``str(err)`` is the server's own message when it sent one.
+
+    ``reported`` is True when the server answered the request with this error (bad input,
+    its own fault), False for transport failures (unreachable, stream broken, timed out).
+    """
+
+    def __init__(self, message: str, reported: bool = False) -> None:
+        super().__init__(message)
+        self.reported = reported
+
+
+class FastApplyTimeout(FastApplyError):
+    """No response from the server within the client's ``timeout_s``."""
 
 
 @dataclass
@@ -54,9 +72,15 @@ class ApplyResult:
 
 
 class Stream:
-    """Iterates text deltas; ``stats`` (and ``merged_code``) are set once exhausted."""
+    """Iterates text deltas; ``stats`` (and ``merged_code``) are set once exhausted.
 
-    def __init__(self, chunks: Iterator[tuple[str, Stats | None]]) -> None:
+    A request that fails after some deltas (e.g. the file was cut at ``max_tokens``)
+    raises FastApplyError at the end: ``merged_code`` then holds a fragment, not a file.
+    Stopping early: ``close()`` it (or use it as a context manager) to cancel the
+    request and free the client for other threads.
+    """
+
+    def __init__(self, chunks: Generator[tuple[str, Stats | None], None, None]) -> None:
         self._chunks = chunks
         self.stats: Stats | None = None
         self.merged_code = ""
@@ -68,6 +92,29 @@ class Stream:
                 yield delta
             if stats is not None:
                 self.stats = stats
+
+    def drain(self) -> str | None:
+        """Read to the end; None, or the message of the error the stream ended with.
+
+        For parity checks of models that rarely finish a file (the tiny random model):
+        after an error ``merged_code`` is the fragment streamed before it, never a file.
+        """
+        try:
+            for _ in self:
+                pass
+        except FastApplyError as exc:
+            return str(exc)
+        return None
+
+    def close(self) -> None:
+        """Stop reading: the server cancels the request if it is still running."""
+        self._chunks.close()
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _bytes_element(text: str) -> bytes:
@@ -105,13 +152,16 @@ class _Watchdog:
         self._call: Any = None  # the call awaiting a response, else None
         self._deadline = 0.0
         self._expired = False
+        self._cancelled: Any = None  # the last call cancelled for lateness (cancel pending)
         self._closed = False
         self._thread: threading.Thread | None = None
 
     def arm(self, call: Any, timeout_s: float) -> None:
         """A response is awaited on ``call`` from now on, for at most ``timeout_s``."""
         with self._cond:
-            self._call, self._expired = call, False
+            # A call whose deadline passed is being cancelled (outside the lock): a response
+            # that slipped in before the cancel does not make its next read on time.
+            self._call, self._expired = call, call is self._cancelled
             if timeout_s < self.timeout_s:  # the idle thread sleeps timeout_s at a time
                 self._cond.notify()
             self.timeout_s = timeout_s
@@ -141,11 +191,20 @@ class _Watchdog:
                 now = time.monotonic()
                 if self._call is not None and now >= self._deadline:
                     late, self._call, self._expired = self._call, None, True
+                    self._cancelled = late
                 else:
                     self._cond.wait(self._deadline - now if self._call is not None
                                     else self.timeout_s)
             if late is not None:
                 late.cancel()
+
+
+class _Turn:
+    """One request's hold on the client's stream."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()  # the thread (greenlet) that started it
+        self.superseded = False  # a newer request of the same thread took the stream
 
 
 class FastApplyClient:
@@ -163,7 +222,8 @@ class FastApplyClient:
         self._pb = service_pb2
         self._channel = grpc.insecure_channel(url, options=_CHANNEL_OPTIONS)
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
-        self._lock = threading.Lock()
+        self._turns = threading.Condition()  # guards _turn
+        self._turn: _Turn | None = None  # the request that owns the stream now
         self._watchdog = _Watchdog(timeout_s)
         self._requests: queue.SimpleQueue[Any] | None = None  # feeds the open stream
         self._call: Any = None  # the open stream: its responses, read by the caller
@@ -180,6 +240,8 @@ class FastApplyClient:
 
     # -- plumbing -----------------------------------------------------------------------
     def _ensure_stream(self) -> Any:
+        if self._call is not None and self._call.done():  # cancelled (cancel()) or broken
+            self._reset_stream()
         if self._call is None:
             # queue.SimpleQueue is looked up here, not imported: under gevent's monkey
             # patching (the load test) it must be gevent's cooperative queue.
@@ -212,42 +274,86 @@ class FastApplyClient:
             add("instruction", "BYTES", _bytes_element(instruction))
         add("stream", "BOOL", b"\x01" if stream else b"\x00")
         if max_tokens is not None:
-            add("max_tokens", "INT32", struct.pack("<i", max_tokens))
+            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) \
+                    or not -2**63 <= max_tokens < 2**63:
+                raise FastApplyError(f"max_tokens is {max_tokens!r}; send a whole number of "
+                                     f"tokens (the server accepts 1 to its context limit)")
+            add("max_tokens", "INT64", struct.pack("<q", max_tokens))
         return request
 
+    def _take_turn(self) -> _Turn:
+        """Wait until no other thread's request owns the stream (at most ``timeout_s``).
+
+        A request of this same thread that still owns it was abandoned (a stream left
+        unread: the thread is here, not reading it), so it is dropped, not waited for.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        with self._turns:
+            while self._turn is not None and self._turn.thread != threading.get_ident():
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:
+                    raise FastApplyError(
+                        f"the client is busy: another thread's request on it did not finish "
+                        f"within {self.timeout_s:g} s; use one client per thread, and close() "
+                        f"a stream you stop reading")
+                self._turns.wait(left_s)
+            if self._turn is not None:
+                self._turn.superseded = True
+                self._reset_stream()
+            self._turn = _Turn()
+            return self._turn
+
+    def _end_turn(self, turn: _Turn, finished: bool) -> None:
+        with self._turns:
+            if self._turn is not turn:
+                return  # superseded: the stream is a newer request's now
+            if not finished:  # abandoned mid-stream, timed out or broken: drop the stream
+                self._reset_stream()
+            self._turn = None
+            self._turns.notify()
+
     def _run(self, initial_code: str, edit_snippet: str, instruction: str | None,
-             stream: bool, max_tokens: int | None) -> Iterator[tuple[str, Stats | None]]:
-        with self._lock:
-            request_id = uuid.uuid4().hex
-            request = self._request(request_id, initial_code, edit_snippet, instruction,
-                                    stream, max_tokens)
+             stream: bool, max_tokens: int | None
+             ) -> Generator[tuple[str, Stats | None], None, None]:
+        request_id = uuid.uuid4().hex
+        request = self._request(request_id, initial_code, edit_snippet, instruction, stream,
+                                max_tokens)
+        turn = self._take_turn()
+        finished = False
+        try:
             call = self._ensure_stream()
             assert self._requests is not None
             self._requests.put(request)
-            finished = False
-            try:
-                while True:
-                    response = self._next_response(call)
-                    if response.error_message:
-                        # The request's own error: the stream stays usable.
-                        finished = True
-                        raise FastApplyError(response.error_message)
-                    result = response.infer_response
-                    if result.id != request_id:
-                        continue  # a late answer to an abandoned request
-                    outputs = _outputs(result)
-                    delta = outputs.get("merged_code")
-                    text = delta.decode("utf-8") if delta is not None else ""
-                    stats = outputs.get("stats")
-                    parsed = Stats.from_dict(json.loads(stats)) if stats is not None else None
-                    final = result.parameters.get("triton_final_response")
-                    finished = final is not None and final.bool_param
-                    yield text, parsed
-                    if finished:
-                        return
-            finally:
-                if not finished:  # abandoned mid-stream, timed out or broken: drop the stream
-                    self._reset_stream()
+            while True:
+                if turn.superseded:
+                    raise FastApplyError(
+                        "this stream was abandoned: the same thread started another request "
+                        "on the client before reading it to the end")
+                response = self._next_response(call)
+                if response.error_message:
+                    # The request's own error: the stream stays usable.
+                    finished = True
+                    raise FastApplyError(response.error_message, reported=True)
+                result = response.infer_response
+                if result.id != request_id:
+                    continue  # a late answer to an abandoned request
+                outputs = _outputs(result)
+                delta = outputs.get("merged_code")
+                text = delta.decode("utf-8") if delta is not None else ""
+                stats = outputs.get("stats")
+                parsed = Stats.from_dict(json.loads(stats)) if stats is not None else None
+                final = result.parameters.get("triton_final_response")
+                finished = final is not None and final.bool_param
+                if parsed is not None and not parsed.complete:
+                    raise FastApplyError(
+                        f"the server returned an incomplete file (finish_reason="
+                        f"{parsed.finish_reason!r} after {parsed.completion_tokens} tokens); "
+                        f"refused: send a larger max_tokens or leave it out")
+                yield text, parsed
+                if finished:
+                    return
+        finally:
+            self._end_turn(turn, finished)
 
     def _next_response(self, call: Any) -> Any:
         self._watchdog.arm(call, self.timeout_s)
@@ -255,8 +361,8 @@ class FastApplyClient:
             return next(call)
         except self._grpc.RpcError as exc:
             if self._watchdog.disarm():
-                raise FastApplyError(f"no answer from {self.url} within {self.timeout_s:g} s"
-                                     ) from None
+                raise FastApplyTimeout(f"no answer from {self.url} within {self.timeout_s:g} s"
+                                       ) from None
             raise FastApplyError(f"stream to {self.url} failed: "
                                  f"{exc.details() or exc.code()}") from None
         except StopIteration:
@@ -279,8 +385,19 @@ class FastApplyClient:
         """Text deltas as the server produces them; ``.stats`` once exhausted."""
         return Stream(self._run(initial_code, edit_snippet, instruction, True, max_tokens))
 
+    def cancel(self) -> None:
+        """Abandon the request in progress, from any thread: the open stream is cancelled
+        (Triton sees the request cancelled) and the caller blocked on it gets a
+        FastApplyError; the next request opens a new stream."""
+        call = self._call
+        if call is not None:
+            call.cancel()
+
     def close(self) -> None:
-        self._reset_stream()
+        with self._turns:
+            self._turn = None
+            self._reset_stream()
+            self._turns.notify_all()
         self._watchdog.close()
         self._channel.close()
 

@@ -1,0 +1,116 @@
+"""Checks on a finished lazy merge that flag a likely wrong result (precision first).
+
+The merge (:mod:`fastapply.merge`) reports the places where it had to guess; these checks
+look at the candidate file as a whole afterwards and add an :class:`Uncertainty` where it
+contradicts the snippet, so that the deterministic runtime refuses the merge instead of
+returning a wrong file. Each check is cheap (linear in the file, dictionary look-ups) and
+holds for every correct merge by the snippet's own definition. Findings are (1-based
+line, message) pairs; ``merge.py`` turns them into ``Uncertainty`` entries.
+
+* **segments in order**: the lines of a lazy segment follow each other in the result
+  (blank lines aside), and the segments come in snippet order. A segment split up, placed
+  twice or out of order means the merge did not do what the snippet says.
+* **marker look-alikes**: a snippet line such as ``... existing code ...`` with no
+  comment is not a marker (``... rest`` can be code), but if the original lacks it, it
+  is almost surely one the model wrote badly: flagged rather than written into the file.
+
+Checks tried and left out because on the repository-split validation set they flagged as
+many exact merges as wrong ones (figures in docs/benchmarks.md): "every removed original
+line lies between two lines of one segment" (difflib's alignment of repeated lines makes
+it misfire), "a removal whose edge line repeats the segment's line beside it" (an
+ambiguous ``}``), and tree-sitter's "the result no longer parses where the original did".
+
+>>> from fastapply.edits import parse_edit
+>>> plan = parse_edit("# ...\\nb = 2\\nc = 3\\n# ...\\n")
+>>> review(plan, "a = 1\\nb = 2\\nc = 3\\n", "a = 1\\nb = 2\\nc = 3\\n")
+[]
+>>> review(plan, "a = 1\\nb = 2\\nc = 3\\n", "a = 1\\nb = 2\\nx = 0\\nc = 3\\n")
+[(2, 'lazy segment 1 (snippet line 2): its lines do not follow each other in the result')]
+>>> lookalike = parse_edit("// ...\\nb = 2\\n... existing code ...\\n")
+>>> review(lookalike, "a\\nb = 2\\n", "a\\nb = 2\\n... existing code ...\\n")[0][1][-58:]
+'one (write it as a comment, e.g. // ... existing code ...)'
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+from fastapply.edits import EditPlan
+
+__all__ = ["review"]
+
+#: A line that reads like a marker without being one: dots and marker words, no comment.
+_LOOKALIKE = re.compile(r"(?i)^\W*(\.\.\.|…).*\b(existing|unchanged|rest|remains?|same|"
+                        r"keep|omitted|other|previous)\b.*$")
+
+
+def _nonblank(lines: Sequence[str]) -> list[str]:
+    return [t for t in (s.strip() for s in lines) if t]  # (segments hold no marker lines)
+
+
+def _find_run(needle: Sequence[str], hay: Sequence[str], where: dict[str, list[int]],
+              lo: int) -> int:
+    """First start >= lo of ``needle`` as a contiguous run of ``hay``; -1 if none."""
+    n = len(needle)
+    for j in where.get(needle[0], ()):
+        if j >= lo and j + n <= len(hay) and all(hay[j + t] == needle[t] for t in range(1, n)):
+            return j  # (compared line by line: a mismatch stops early)
+    return -1
+
+
+def segments_in_order(plan: EditPlan, lines: Sequence[str]) -> list[tuple[int, str]]:
+    """Findings (1-based result line, message) for each lazy segment whose non-blank
+    lines are not a contiguous run of the result's non-blank lines after the previous
+    segment's."""
+    segments = [(hunk, seg) for hunk in plan.hunks if hunk.kind == "lazy"
+                for seg in [_nonblank(hunk.new)] if seg]
+    firsts = {seg[0] for _, seg in segments}
+    stripped = [s.strip() for s in lines]
+    keep = [n for n, s in enumerate(stripped) if s]
+    hay = [stripped[n] for n in keep]
+    where: dict[str, list[int]] = defaultdict(list)  # only the lines a segment starts with
+    for j, s in enumerate(hay):
+        if s in firsts:
+            where[s].append(j)
+    found: list[tuple[int, str]] = []
+    lo = 0
+    for hunk, seg in segments:
+        at = _find_run(seg, hay, where, lo)
+        if at < 0:
+            what = "do not follow each other in the result" \
+                if _find_run(seg, hay, where, 0) < 0 else "come before an earlier segment's"
+            starts = where.get(seg[0], [])
+            j = next((j for j in starts if j >= lo), starts[0] if starts else lo)
+            found.append((keep[j] + 1 if j < len(keep) else 0,
+                          f"{hunk.label}: its lines {what}"))
+            continue
+        lo = at + len(seg)
+    return found
+
+
+def kept_marker_lookalikes(plan: EditPlan, original: str) -> list[tuple[int, str]]:
+    """Findings for snippet lines written like markers (``... existing code ...`` with
+    no comment) that are not in the original: taken as text, they would land in the
+    file."""
+    suspects = [(hunk, s.strip()) for hunk in plan.hunks if hunk.kind == "lazy"
+                for s in hunk.new if "..." in s or "…" in s if _LOOKALIKE.match(s)]
+    if not suspects:
+        return []
+    known = {s.strip() for s in original.split("\n")}
+    return [(0, f"{hunk.label}: the line {s!r} looks like a marker; it is not one "
+                "(write it as a comment, e.g. // ... existing code ...)")
+            for hunk, s in suspects if s not in known][:1]
+
+
+def review(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
+    """The checks' findings on the merged ``text`` of ``plan`` (empty when all hold)."""
+    if not any(h.kind == "lazy" for h in plan.hunks):
+        return []
+    return segments_in_order(plan, _lines(text)) + kept_marker_lookalikes(plan, original)
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines

@@ -1,0 +1,77 @@
+"""The layout a newcomer, grep and mypy rely on.
+
+Every module's file sits at the path its name says, under one of the source roots
+(`.`, `client/`, `engine_build/`, `loadtest/`), and each audience's import stays as light as
+its install: the client and the load test never import torch or transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+ROOTS = (REPO, REPO / "client", REPO / "engine_build", REPO / "loadtest")
+
+
+def _modules() -> list[tuple[str, Path]]:
+    """(module name, file) for every Python file of the installed package, named by its path."""
+    found = []
+    for root in ROOTS:
+        for path in sorted((root / "fastapply").rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found.append((".".join(parts), path))
+    return found
+
+
+def test_every_card_folder_is_a_source_root_whose_paths_are_module_names() -> None:
+    names = {name for name, _ in _modules()}
+    assert {"fastapply.client.grpc", "fastapply.engine_build.stages",
+            "fastapply.loadtest.users", "fastapply.merge"} <= names
+    # nothing Python lies outside the roots' `fastapply/` folders but tests and the model
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.split()
+    stray = [name for name in tracked
+             if Path(name).parts[0] not in ("tests", "model_repository")
+             and not any((REPO / name).is_relative_to(root / "fastapply") for root in ROOTS)]
+    assert stray == []
+
+
+@pytest.mark.parametrize("name", ["fastapply.client.grpc", "fastapply.client.cli",
+                                  "fastapply.engine_build.stages", "fastapply.loadtest.report",
+                                  "fastapply.service"])
+def test_a_module_imports_from_the_file_its_name_names(name: str) -> None:
+    files = dict(_modules())
+    module = importlib.import_module(name)
+    assert Path(module.__file__ or "").resolve() == files[name].resolve()
+
+
+def test_mypy_checks_every_source_root() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    checked = {REPO / f for f in config["files"]}
+    for root in ROOTS:
+        assert root / "fastapply" in checked or (root == REPO and REPO / "fastapply" in checked)
+    assert REPO / "tests" in checked
+    assert REPO / "model_repository/fast_apply/1/model.py" in checked
+    # a first-party import that cannot be found must be an error, not a silent Any
+    assert not config.get("ignore_missing_imports", False)
+
+
+@pytest.mark.parametrize("module, heavy", [
+    ("fastapply.client", ("torch", "transformers", "locust")),
+    ("fastapply.client.cli", ("torch", "transformers", "locust")),
+    ("fastapply.loadtest.workload", ("torch", "transformers")),
+])
+def test_thin_installs_import_nothing_heavy(module: str, heavy: tuple[str, ...]) -> None:
+    code = (f"import sys, {module}; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "[]", f"{module} imports {out.stdout.strip()}"
