@@ -45,6 +45,7 @@ from typing import Any
 #: Environment variable naming the folder serve and the model share at shutdown.
 SHUTDOWN_DIR_ENV = "FASTAPPLY_SHUTDOWN_DIR"
 DRAIN_FILE = "drain"
+DRAINED_PREFIX = "drained-"
 #: How often the model looks for the drain file, in seconds.
 DRAIN_POLL_S = 0.2
 
@@ -162,15 +163,36 @@ def read_dropped(shutdown_dir: str | Path) -> Iterator[str]:
             yield f"a {job['state']} request ({detail}): {report['reason']}"
 
 
-def watch_for_drain(shutdown_dir: str, on_deadline: Callable[[], None],
-                    stop: threading.Event) -> None:
-    """model thread: wait for serve's drain request, then for its deadline, and call
-    ``on_deadline()`` (answer what is left) unless ``stop`` is set first (finalize: the
-    requests all finished and Triton is unloading the model)."""
+def mark_drained(shutdown_dir: str | Path) -> None:
+    """model: every request it accepted has had its final response."""
+    (Path(shutdown_dir) / f"{DRAINED_PREFIX}{os.getpid()}").touch()
+
+
+def drained(shutdown_dir: str | Path) -> bool:
+    """serve: whether a model instance said it has answered everything."""
+    return any(Path(shutdown_dir).glob(f"{DRAINED_PREFIX}*"))
+
+
+def watch_for_drain(shutdown_dir: str, idle: Callable[[], bool],
+                    on_deadline: Callable[[], None], stop: threading.Event) -> None:
+    """model thread: wait for serve's drain request; then, until its deadline, for the
+    requests to finish, else call ``on_deadline()`` (answer the rest); either way say
+    so (``mark_drained``). Stops when ``stop`` is set (finalize: Triton is unloading).
+
+    serve needs the word: Triton does not unload the model, and so does not exit,
+    while a client keeps a gRPC stream open, even an idle one (FastApplyClient and the
+    OpenAI front keep theirs), so once the model has answered everything serve stops
+    the server itself instead of waiting out its exit timeout.
+    """
     while not stop.wait(DRAIN_POLL_S):
         deadline_s = drain_deadline(shutdown_dir)
         if deadline_s is None:
             continue
-        if not stop.wait(max(0.0, deadline_s - time.time())):
-            on_deadline()
+        while not idle():
+            if stop.wait(min(DRAIN_POLL_S, max(0.0, deadline_s - time.time()))):
+                return
+            if time.time() >= deadline_s:
+                on_deadline()
+                break
+        mark_drained(shutdown_dir)
         return

@@ -37,7 +37,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from fastapply.lifecycle import SHUTDOWN_DIR_ENV, read_dropped, request_drain
+from fastapply.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
 
 SYSTEM_TRITON = Path("/opt/tritonserver")
 
@@ -142,6 +142,9 @@ def _die_with_parent() -> None:
 SHUTDOWN_MARGIN_S = 10.0
 #: Seconds stop() waits past tritonserver's exit timeout before it kills the server.
 KILL_AFTER_S = 5.0
+#: Seconds the model's last answers get to reach the clients once it drained, before a
+#: server that idle client streams keep alive is killed.
+SETTLE_S = 1.0
 #: Server-log lines that say the server crashed or gave up on requests while stopping.
 _CRASH_MARKS = ("Signal (11)", "Signal (6)", "Segmentation fault", "Aborted",
                 "Exit timeout expired", "byte_buffer->Valid()")
@@ -272,15 +275,13 @@ class TritonServer:
                 if self._shutdown_dir is not None:
                     request_drain(self._shutdown_dir, time.time() + self.grace_period_s)
                 proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=self.exit_timeout_s + KILL_AFTER_S)
-                except subprocess.TimeoutExpired:
+                how = self._wait_stopped(proc)
+                if how == "timeout":
                     problems.append(f"tritonserver did not exit within "
                                     f"{self.exit_timeout_s + KILL_AFTER_S:.0f} s of SIGTERM; "
                                     f"killed it, dropping whatever it still had in flight")
-                    proc.kill()
-                    proc.wait(timeout=5)
-                problems += self._stop_problems(proc.returncode, log_start)
+                problems += self._stop_problems(proc.returncode if how == "exited" else 0,
+                                                log_start)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
         if self._shutdown_dir is not None:
@@ -288,6 +289,28 @@ class TritonServer:
             shutil.rmtree(self._shutdown_dir, ignore_errors=True)
             self._shutdown_dir = None
         return problems
+
+    def _wait_stopped(self, proc: subprocess.Popen[bytes]) -> str:
+        """Wait for the SIGTERMed server: "exited" (by itself), "drained" (killed once the
+        model had answered everything) or "timeout" (killed, requests maybe dropped).
+
+        Triton keeps the model loaded, and itself running, while a client holds a gRPC
+        stream open, even an idle one; once the model says it answered everything
+        (fastapply.lifecycle.drained) and its answers had ``SETTLE_S`` to reach the
+        clients, killing the server drops nothing.
+        """
+        deadline_s = time.monotonic() + self.exit_timeout_s + KILL_AFTER_S
+        settled_s: float | None = None
+        while proc.poll() is None:
+            now_s = time.monotonic()
+            if settled_s is None and self._shutdown_dir and drained(self._shutdown_dir):
+                settled_s = now_s + SETTLE_S
+            if now_s >= deadline_s or (settled_s is not None and now_s >= settled_s):
+                proc.kill()
+                proc.wait(timeout=5)
+                return "drained" if now_s < deadline_s else "timeout"
+            time.sleep(0.05)
+        return "exited"
 
     def _log_size(self) -> int:
         try:
