@@ -84,6 +84,15 @@ PROMETHEUS_COUNTERS: tuple[tuple[str, str, str], ...] = (
 #: Request latency counter (sum of total_ms) and request count, for an average.
 PROMETHEUS_LATENCY = ("fastapply_request_latency_ms_total", "Sum of request latency in ms")
 PROMETHEUS_REQUESTS = ("fastapply_requests_total", "Requests served, by outcome")
+#: The model's own queue, which Triton does not see (its pending-request count stays 0:
+#: the decoupled model hands requests to its worker threads at once). Gauges: requests
+#: waiting for a worker, requests running on one; counter: ms they waited, summed.
+#: Order fixed: (queued, in_flight, queue time).
+PROMETHEUS_QUEUE: tuple[tuple[str, str], ...] = (
+    ("fastapply_requests_queued", "Requests accepted by the model, waiting for a worker"),
+    ("fastapply_requests_in_flight", "Requests running on a worker"),
+    ("fastapply_queue_time_ms_total", "Sum of ms requests waited before a worker took them"),
+)
 
 
 # -- Load test (fastapply.loadtest) ------------------------------------------------------

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import math
 import os
 import re
 import secrets
@@ -34,6 +36,8 @@ import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+
+from fastapply.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
 
 SYSTEM_TRITON = Path("/opt/tritonserver")
 
@@ -85,16 +89,43 @@ def find_server() -> tuple[Path, Path, dict[str, str]]:
     stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
     if not stub.is_file():
         raise ServerError(f"nvidia-pytriton ships no Python-backend stub for Python {version}")
-    backends = Path(tempfile.mkdtemp(prefix="fastapply-backends-"))
-    python = backends / "python"
-    python.mkdir()
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        (python / name).symlink_to(root / "backends" / "python" / name)
-    (python / "triton_python_backend_stub").symlink_to(stub)
+    backends = _backends_dir(root, stub, version)
     libs = [str(root.parent.parent / "nvidia_pytriton.libs"), sysconfig.get_config_var("LIBDIR")]
     old = os.environ.get("LD_LIBRARY_PATH")
     env = {"LD_LIBRARY_PATH": ":".join([*libs, *([old] if old else [])])}
     return root / "bin" / "tritonserver", backends, env
+
+
+def _backends_dir(root: Path, stub: Path, version: str) -> Path:
+    """The backends folder for the wheel's server: links to its Python backend and the
+    stub for this Python. Made once per environment and reused (a folder per call, in
+    the temporary directory, leaked one per test run and per ``find_server()``): in
+    ``sys.prefix`` (a venv's own folder), else under the temporary directory, named by
+    user and environment."""
+    links = {"libtriton_python.so": root / "backends" / "python" / "libtriton_python.so",
+             "triton_python_backend_utils.py":
+                 root / "backends" / "python" / "triton_python_backend_utils.py",
+             "triton_python_backend_stub": stub}
+    name = f"triton-backends-py{version}"
+    prefix = Path(sys.prefix) / "var" / "fastapply"
+    if not os.access(prefix if prefix.exists() else sys.prefix, os.W_OK):
+        tag = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+        prefix = Path(tempfile.gettempdir()) / f"fastapply-{os.getuid()}-{tag}"
+    backends = prefix / name
+    if all(os.path.realpath(backends / "python" / k) == os.path.realpath(v)
+           for k, v in links.items()):
+        return backends
+    prefix.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=prefix))
+    (fresh / "python").mkdir()
+    for link, target in links.items():
+        (fresh / "python" / link).symlink_to(target)
+    shutil.rmtree(backends, ignore_errors=True)
+    try:
+        fresh.rename(backends)  # atomic: a concurrent start sees all links or none
+    except OSError:  # another process put its (identical) folder there first
+        shutil.rmtree(fresh, ignore_errors=True)
+    return backends
 
 
 def _die_with_parent() -> None:
@@ -106,13 +137,33 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+#: Seconds tritonserver gets after the drain grace period: the model answers what is
+#: left, unloads, and its stub exits (``--exit-timeout-secs`` = grace period + this).
+SHUTDOWN_MARGIN_S = 10.0
+#: Seconds stop() waits past tritonserver's exit timeout before it kills the server.
+KILL_AFTER_S = 5.0
+#: Seconds the model's last answers get to reach the clients once it drained, before a
+#: server that idle client streams keep alive is killed.
+SETTLE_S = 1.0
+#: Server-log lines that say the server crashed or gave up on requests while stopping.
+_CRASH_MARKS = ("Signal (11)", "Signal (6)", "Segmentation fault", "Aborted",
+                "Exit timeout expired", "byte_buffer->Valid()")
+DEFAULT_GRACE_PERIOD_S = 30.0
+
+
 class TritonServer:
-    """A tritonserver process on loopback (or ``host``) ports, stopped on exit."""
+    """A tritonserver process on loopback (or ``host``) ports, stopped on exit.
+
+    :meth:`stop` drains: requests in flight get ``grace_period_s`` to finish (new ones
+    are refused by Triton once it has the SIGTERM), the rest are answered
+    ``UNAVAILABLE`` by the model; it returns what was dropped (see fastapply.lifecycle).
+    """
 
     def __init__(self, model_repository: str | Path, host: str = "127.0.0.1",
                  grpc_port: int | None = None, http_port: int | None = None,
                  metrics_port: int | None = None, log_path: str | Path | None = None,
-                 startup_timeout_s: float = 120.0, admin_key: str | None = None) -> None:
+                 startup_timeout_s: float = 120.0, admin_key: str | None = None,
+                 grace_period_s: float = DEFAULT_GRACE_PERIOD_S) -> None:
         if admin_key is not None and not _ADMIN_KEY_RE.fullmatch(admin_key):
             raise ServerError(f"the admin key must be at least 16 characters of A-Z a-z 0-9 "
                               f". _ ~ - (set {ADMIN_KEY_ENV}); e.g. python3 -c 'import "
@@ -125,10 +176,12 @@ class TritonServer:
         self.http_port = http_port or free_port()
         self.metrics_port = metrics_port or free_port()
         self.startup_timeout_s = startup_timeout_s
+        self.grace_period_s = grace_period_s
+        self.exit_timeout_s = math.ceil(grace_period_s + SHUTDOWN_MARGIN_S)
         self.log_path = Path(log_path) if log_path else Path(
             tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         self.process: subprocess.Popen[bytes] | None = None
-        self._backends: Path | None = None
+        self._shutdown_dir: Path | None = None  # shared with the model (fastapply.lifecycle)
 
     @property
     def grpc_url(self) -> str:
@@ -161,9 +214,9 @@ class TritonServer:
 
     def start(self) -> TritonServer:
         binary, backends, extra_env = find_server()
-        if backends.name.startswith("fastapply-backends-"):
-            self._backends = backends  # a temporary folder we made: removed on stop
+        self._shutdown_dir = Path(tempfile.mkdtemp(prefix="fastapply-shutdown-"))
         env = dict(os.environ, **extra_env)
+        env[SHUTDOWN_DIR_ENV] = str(self._shutdown_dir)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         cmd = [str(binary), f"--model-repository={self.model_repository}",
                f"--backend-directory={backends}",
@@ -172,7 +225,7 @@ class TritonServer:
                f"--metrics-address={self.host}", f"--metrics-port={self.metrics_port}",
                "--allow-metrics=true", "--allow-gpu-metrics=false",
                "--strict-readiness=true", "--exit-on-error=true", "--log-verbose=0",
-               "--exit-timeout-secs=10",
+               f"--exit-timeout-secs={self.exit_timeout_s}",
                *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
                  for option in ("--http-restricted-api", "--grpc-restricted-protocol"))]
         log = self.log_path.open("wb")
@@ -183,15 +236,17 @@ class TritonServer:
         while time.monotonic() < deadline:
             status = self.process.poll()
             if status is not None:
+                tail = self.log_tail()
                 self.stop()
                 raise ServerError(f"tritonserver exited with status {status} while loading; "
-                                  f"log tail:\n{self.log_tail()}")
+                                  f"log tail:\n{tail}")
             if self.ready():
                 return self
             time.sleep(0.2)
+        tail = self.log_tail()
         self.stop()
         raise ServerError(f"tritonserver not ready after {self.startup_timeout_s:.0f} s; "
-                          f"log tail:\n{self.log_tail()}")
+                          f"log tail:\n{tail}")
 
     def ready(self) -> bool:
         try:
@@ -200,27 +255,85 @@ class TritonServer:
         except OSError:
             return False
 
-    def stop(self, timeout_s: float = 15.0) -> None:
-        """SIGTERM the server (by PID), SIGKILL it if it lingers; clean up.
+    def stop(self) -> list[str]:
+        """Drain and stop the server (by PID); clean up. Returns what went wrong: one
+        line per request the model answered UNAVAILABLE or the server dropped, per crash
+        sign in the log; empty after a clean drain.
 
-        The server runs in a session of its own; whatever is left in that process
-        group afterwards (Python-backend stubs of a server that crashed outlive it and
-        ignore SIGTERM) is killed too.
+        Asks the model to finish by now + grace period (fastapply.lifecycle), SIGTERMs
+        the server (Triton refuses new requests from then on and unloads the model once
+        every request had its final response), and kills it if it is still there
+        ``KILL_AFTER_S`` after its exit timeout. The server runs in a session of its
+        own; whatever is left in that process group afterwards (Python-backend stubs of
+        a server that crashed outlive it and ignore SIGTERM) is killed too.
         """
         proc, self.process = self.process, None
+        problems: list[str] = []
+        log_start = self._log_size()
         if proc is not None:
             if proc.poll() is None:
+                if self._shutdown_dir is not None:
+                    request_drain(self._shutdown_dir, time.time() + self.grace_period_s)
                 proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
+                how = self._wait_stopped(proc)
+                if how == "timeout":
+                    problems.append(f"tritonserver did not exit within "
+                                    f"{self.exit_timeout_s + KILL_AFTER_S:.0f} s of SIGTERM; "
+                                    f"killed it, dropping whatever it still had in flight")
+                problems += self._stop_problems(proc.returncode if how == "exited" else 0,
+                                                log_start)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-        if self._backends is not None:
-            shutil.rmtree(self._backends, ignore_errors=True)
-            self._backends = None
+        if self._shutdown_dir is not None:
+            problems += list(read_dropped(self._shutdown_dir))
+            shutil.rmtree(self._shutdown_dir, ignore_errors=True)
+            self._shutdown_dir = None
+        return problems
+
+    def _wait_stopped(self, proc: subprocess.Popen[bytes]) -> str:
+        """Wait for the SIGTERMed server: "exited" (by itself), "drained" (killed once the
+        model had answered everything) or "timeout" (killed, requests maybe dropped).
+
+        Triton keeps the model loaded, and itself running, while a client holds a gRPC
+        stream open, even an idle one; once the model says it answered everything
+        (fastapply.lifecycle.drained) and its answers had ``SETTLE_S`` to reach the
+        clients, killing the server drops nothing.
+        """
+        deadline_s = time.monotonic() + self.exit_timeout_s + KILL_AFTER_S
+        settled_s: float | None = None
+        while proc.poll() is None:
+            now_s = time.monotonic()
+            if settled_s is None and self._shutdown_dir and drained(self._shutdown_dir):
+                settled_s = now_s + SETTLE_S
+            if now_s >= deadline_s or (settled_s is not None and now_s >= settled_s):
+                proc.kill()
+                proc.wait(timeout=5)
+                return "drained" if now_s < deadline_s else "timeout"
+            time.sleep(0.05)
+        return "exited"
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _stop_problems(self, status: int, log_start: int) -> list[str]:
+        """Non-zero exit status and crash lines the server logged while stopping."""
+        problems = []
+        if status < 0:
+            problems.append(f"tritonserver was killed by {signal.Signals(-status).name}")
+        elif status > 0:
+            problems.append(f"tritonserver exited with status {status}")
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(log_start)
+                lines = log.read().decode(errors="replace").splitlines()
+        except OSError:
+            lines = []
+        problems += [f"server log: {line.strip()}" for line in lines
+                     if any(mark in line for mark in _CRASH_MARKS)]
+        return problems
 
     def __enter__(self) -> TritonServer:
         return self.start()
@@ -261,6 +374,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--openai-port", type=int, default=0,
                    help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
                         "(fastapply.openai_server; 0: off)")
+    p.add_argument("--grace-period-s", type=float, default=DEFAULT_GRACE_PERIOD_S,
+                   help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
+                        "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
+                        f"--exit-timeout-secs is this + {SHUTDOWN_MARGIN_S:.0f}, so give the "
+                        f"pod a terminationGracePeriodSeconds above this + "
+                        f"{SHUTDOWN_MARGIN_S + KILL_AFTER_S:.0f}")
 
 
 def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
@@ -289,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
                                   http_port=args.http_port, metrics_port=args.metrics_port,
-                                  admin_key=admin_key)
+                                  admin_key=admin_key, grace_period_s=args.grace_period_s)
         except ServerError as exc:
             print(f"fastapply serve: {exc}", file=sys.stderr)
             return 2
@@ -326,6 +445,7 @@ def run(args: argparse.Namespace) -> int:
               f"  log      {server.log_path}\n"
               f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
               f"Ctrl-C stops it.", flush=True)
+        problems: list[str] = []
         try:
             while not stop["now"]:
                 if server.process is None or server.process.poll() is not None:
@@ -335,10 +455,17 @@ def run(args: argparse.Namespace) -> int:
                 if front and (front.process is None or front.process.poll() is not None):
                     print("fastapply serve: the OpenAI front exited", file=sys.stderr)
                     return 1
-                time.sleep(0.5)
+                time.sleep(0.2)
+            print(f"fastapply serve: stopping: new requests are refused, requests in flight "
+                  f"get {server.grace_period_s:g} s to finish.", flush=True)
+            problems = server.stop()  # drains first: the OpenAI front relays the answers
         finally:
             if front:
                 front.stop()
-            server.stop()
-        print("fastapply serve: stopped.")
+            server.stop()  # a no-op after the drain
+        if problems:
+            print("fastapply serve: stopped, but not cleanly:\n  " + "\n  ".join(problems),
+                  file=sys.stderr)
+            return 1
+        print("fastapply serve: stopped; every request in flight was answered.")
         return 0

@@ -310,7 +310,9 @@ def test_serve_prints_addresses_and_stops_on_sigterm() -> None:
         assert any("metrics" in line for line in lines), lines
         time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "every request in flight was answered" in out
     finally:
         if proc.poll() is None:
             proc.kill()

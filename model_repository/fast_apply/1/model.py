@@ -7,9 +7,11 @@ server, so it only translates tensors (see TritonPythonModel for the contract).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,9 @@ import triton_python_backend_utils as pb_utils
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 INPUTS = ("initial_code", "edit_snippet", "instruction", "stream", "max_tokens")
-OUTCOMES = ("success", "invalid", "cancelled", "error")
+OUTCOMES = ("success", "invalid", "cancelled", "error", "unavailable")
+#: At most this long finalize waits for workers still running (aborted) requests, in s.
+FINALIZE_WAIT_S = 5.0
 
 
 def _text_tensor(name: str, text: str) -> Any:
@@ -37,48 +41,133 @@ def _scalar(request: Any, name: str) -> Any:
 
 
 class _MetricsFlusher:
-    """Adds metric increments up and applies them at most every ``period_s``.
+    """Adds metric updates up and applies them, one thread at a time, at most every
+    ``period_s``.
 
-    Each ``Metric.increment`` is a round trip to the server process (~0.3 ms), and
-    increments from several threads at once crash the 2.51 stub (SIGSEGV, boost
-    lock_exception). So request threads add to a dict, and the one that finds the last
-    flush older than ``period_s`` applies the sums, alone: an isolated request shows at
-    once, a busy server pays a few round trips per period instead of ~7 per request.
-    (A flusher thread of its own slowed every request down: measured 3.4 -> 5.3 ms.)
+    Each ``Metric.increment``/``set`` is a round trip to the server process (~0.3 ms),
+    and updates from several threads at once crash the 2.51 stub (SIGSEGV, boost
+    lock_exception). So request threads add counter increments to a dict, and the
+    gauges are read (latest values win) when a flush runs: a request thread on its way
+    out (its response sent) that finds the last flush older than ``period_s`` applies
+    them, alone, gauges only where they changed: an isolated request shows at once, a
+    busy server pays a few round trips per period instead of ~7 per request. Updates
+    nobody flushes that way (the gauges back at 0 when the server goes idle, the queue
+    growing while every worker is busy) are applied by a thread of its own within
+    ``2 * period_s``; it only wakes when something waits, so it stays off the response
+    path (a thread flushing every period slowed requests: 3.4 -> 5.3 ms).
     """
 
-    def __init__(self, metrics: dict[str, Any], period_s: float = 0.1) -> None:
-        self.metrics = metrics  # name (Stats field or outcome) -> pb_utils Metric
-        self.names = tuple(metrics)
+    def __init__(self, counters: dict[str, Any], gauges: dict[str, Any],
+                 levels: Callable[[], tuple[int, ...]], period_s: float = 0.1) -> None:
+        self.counters = counters  # name (Stats field, outcome, ...) -> pb_utils Metric
+        self.gauges = gauges  # name -> pb_utils Metric (a GAUGE family's)
+        self.levels = levels  # the gauges' values now, in the order of ``gauges``
+        self.applied: dict[str, float] = {}  # gauge values last set
+        self.names = tuple(counters)
         self.period_s = period_s
-        self.pending: dict[str, float] = {}
+        self.pending: dict[str, float] = {}  # counter increments not applied yet
         self.last_flush_s = 0.0
         self.lock = threading.Lock()  # guards pending and last_flush_s
         self.flushing = threading.Lock()  # one thread talks to the server at a time
+        self.wake = threading.Event()  # set: an update waits for the flusher thread
+        self.closed = False
+        self.thread = threading.Thread(target=self._run, name="fast_apply-metrics",
+                                       daemon=True)
+        self.thread.start()
 
-    def add(self, values: dict[str, float], outcome: str) -> None:
+    def add(self, values: dict[str, float], outcome: str | None = None,
+            may_flush: bool = True) -> None:
+        """Add counter increments (and one to ``outcome``'s), or with none, say that the
+        gauges changed; apply now if due and ``may_flush`` (the caller's response is
+        out), else within 2 * period_s."""
         now = time.monotonic()
         with self.lock:
-            for name, value in [*values.items(), (outcome, 1.0)]:
+            for name, value in [*values.items(), *([(outcome, 1.0)] if outcome else [])]:
                 if value:
                     self.pending[name] = self.pending.get(name, 0.0) + value
-            if now - self.last_flush_s < self.period_s:
-                return
-            self.last_flush_s = now
-        self.flush()
+            due = may_flush and now - self.last_flush_s >= self.period_s
+            if due:
+                self.last_flush_s = now
+        if due:
+            self.flush()
+        else:
+            self.wake.set()
 
     def flush(self) -> None:
         with self.flushing:
+            if not self.counters:
+                return  # closed: the Metrics are gone
             with self.lock:
                 pending, self.pending = self.pending, {}
             for name, value in pending.items():
-                self.metrics[name].increment(value)
+                self.counters[name].increment(value)
+            for name, value in zip(self.gauges, self.levels(), strict=True):
+                if self.applied.get(name) != value:
+                    self.gauges[name].set(float(value))
+                    self.applied[name] = value
+
+    def _run(self) -> None:
+        while not self.closed:
+            self.wake.wait()
+            time.sleep(2 * self.period_s)  # request threads flush on their way out first
+            with self.lock:
+                now = time.monotonic()
+                if now - self.last_flush_s < self.period_s:
+                    continue  # flushed just now; wake stays set: look again next round
+                self.last_flush_s = now
+                self.wake.clear()  # before the flush reads: a later update sets it again
+            if not self.closed:
+                self.flush()
+
+    def close(self) -> None:
+        """Stop the thread, apply what is left, and drop every Metric (call once, from
+        finalize: metrics destroyed at the stub's exit instead crash it)."""
+        self.closed = True
+        self.wake.set()
+        self.thread.join(timeout=5)
+        self.flush()
+        with self.flushing:
+            self.counters, self.gauges = {}, {}
 
 
 def _log_failure(future: Future[None]) -> None:
+    if future.cancelled():
+        return  # never started: whoever cancelled it answered the request
     exc = future.exception()
     if exc is not None:
         pb_utils.Logger.log_error(f"fast_apply: request handler failed: {exc!r}")
+
+
+class _Responder:
+    """A request's response sender, guarded: after its final response (also one sent by
+    shutdown for an aborted request) later sends are dropped and ``is_cancelled()`` is
+    true, so a worker still generating for an aborted request stops early.
+
+    The final response also lets go of the backend's sender: Triton 2.51 counts a
+    decoupled request in flight (and will not unload the model) until that object is
+    gone, so an aborted request whose worker still runs would otherwise hold up the stop.
+    """
+
+    def __init__(self, sender: Any) -> None:
+        self.sender: Any = sender  # None once the final response went out
+        # One call at a time, a worker's or shutdown's: after the final response the
+        # server frees the sender's state, and is_cancelled() on it then crashes it.
+        self.lock = threading.Lock()
+
+    def is_cancelled(self) -> bool:
+        """The client cancelled, or the request was answered already (by shutdown)."""
+        with self.lock:
+            return self.sender is None or bool(self.sender.is_cancelled())
+
+    def send(self, response: Any = None, flags: int = 0) -> bool:
+        """Send unless the final response went out already; whether it was sent."""
+        with self.lock:
+            if self.sender is None:
+                return False
+            self.sender.send(response, flags=flags)
+            if flags & FINAL:
+                self.sender = None
+            return True
 
 
 class TritonPythonModel:
@@ -105,7 +194,13 @@ class TritonPythonModel:
     """
 
     def initialize(self, args: dict[str, Any]) -> None:
-        from fastapply.metrics import PROMETHEUS_COUNTERS, PROMETHEUS_LATENCY, PROMETHEUS_REQUESTS
+        from fastapply import lifecycle
+        from fastapply.metrics import (
+            PROMETHEUS_COUNTERS,
+            PROMETHEUS_LATENCY,
+            PROMETHEUS_QUEUE,
+            PROMETHEUS_REQUESTS,
+        )
         from fastapply.model_repo import config_from_parameters
         from fastapply.service import FastApplyService, InvalidRequest, RequestCancelled, as_flag
 
@@ -123,9 +218,10 @@ class TritonPythonModel:
         # A Metric dies with its MetricFamily: keep the families as long as the model.
         self.families: list[Any] = []
 
-        def counter(name: str, description: str) -> Any:
+        def counter(name: str, description: str, kind: Any = pb_utils.MetricFamily.COUNTER
+                    ) -> Any:
             self.families.append(pb_utils.MetricFamily(
-                name=name, description=description, kind=pb_utils.MetricFamily.COUNTER))
+                name=name, description=description, kind=kind))
             return self.families[-1]
 
         # Stats field or request outcome -> its Prometheus counter
@@ -134,7 +230,24 @@ class TritonPythonModel:
         metrics["total_ms"] = counter(*PROMETHEUS_LATENCY).Metric(labels={})
         requests = counter(*PROMETHEUS_REQUESTS)
         metrics.update({o: requests.Metric(labels={"outcome": o}) for o in OUTCOMES})
-        self.metrics = _MetricsFlusher(metrics)
+        # The backlog the model keeps from Triton (see fastapply.lifecycle): two gauges
+        # (queued, in_flight) and the queue-time counter.
+        *levels, queue_time = PROMETHEUS_QUEUE
+        gauges = {name: counter(name, text, pb_utils.MetricFamily.GAUGE).Metric(labels={})
+                  for name, text in levels}
+        metrics["queue_time_ms"] = counter(*queue_time).Metric(labels={})
+        self.backlog = lifecycle.Backlog()
+        self.metrics = _MetricsFlusher(metrics, gauges, self.backlog.counts)
+        self.lifecycle = lifecycle
+        # `fastapply serve` asks for a drain before it stops the server (see lifecycle).
+        self.shutdown_dir = os.environ.get(lifecycle.SHUTDOWN_DIR_ENV)
+        self.stopping = threading.Event()
+        self.futures: set[Future[None]] = set()  # submitted to the pool, not done
+        if self.shutdown_dir:
+            threading.Thread(target=lifecycle.watch_for_drain, name="fast_apply-drain",
+                             args=(self.shutdown_dir, self.backlog.idle,
+                                   self._drain_deadline_passed, self.stopping),
+                             daemon=True).start()
         pb_utils.Logger.log_info(f"fast_apply ready: runtime={config.runtime} "
                                  f"workers={workers}")
 
@@ -144,9 +257,29 @@ class TritonPythonModel:
         # ones behind it.
         for request in requests:
             inputs = {name: _scalar(request, name) for name in INPUTS}
-            sender = request.get_response_sender()
-            self.pool.submit(self._handle, inputs, sender).add_done_callback(_log_failure)
+            sender = _Responder(request.get_response_sender())
+            job = self.backlog.accept((inputs, sender))
+            future = self.pool.submit(self._run, job)
+            self.futures.add(future)
+            future.add_done_callback(self._done)
+        self.metrics.add({}, may_flush=False)  # the queue grew
         return None
+
+    def _done(self, future: Future[None]) -> None:
+        self.futures.discard(future)
+        _log_failure(future)
+
+    def _run(self, job: Any) -> None:
+        """A worker took ``job``: count it as started, serve it, count it as done."""
+        waited_ms = self.backlog.start(job)
+        if waited_ms is None:
+            return  # shutdown answered it while it waited
+        self.metrics.add({"queue_time_ms": waited_ms}, may_flush=False)
+        try:
+            self._handle(*job.payload)
+        finally:
+            self.backlog.finish(job)
+            self.metrics.add({})
 
     def _handle(self, inputs: dict[str, Any], sender: Any) -> None:
         """Serve one request; whatever happens, its last response carries FINAL."""
@@ -198,6 +331,36 @@ class TritonPythonModel:
         self.metrics.add({}, outcome)
         sender.send(pb_utils.InferenceResponse(error=error), flags=FINAL)
 
+    def _abort(self, reason: str) -> None:
+        """Answer every request not finished yet with UNAVAILABLE (running ones also stop
+        at their next cancellation check) and record them for `fastapply serve`."""
+        now_s = time.monotonic()
+        error = pb_utils.TritonError(
+            f"the server is shutting down: {reason}; send the request again (to another "
+            f"replica)", pb_utils.TritonError.UNAVAILABLE)
+        jobs = [job for job in self.backlog.abort_all()  # those a worker did not answer
+                if job.payload[1].send(pb_utils.InferenceResponse(error=error), flags=FINAL)]
+        if not jobs:
+            return
+        self.metrics.add({"unavailable": float(len(jobs))})
+        described = [job.describe(now_s) for job in jobs]
+        pb_utils.Logger.log_error(f"fast_apply: shutdown: {reason}: answered "
+                                  f"{len(jobs)} request(s) UNAVAILABLE: {described}")
+        if self.shutdown_dir:
+            self.lifecycle.write_dropped(self.shutdown_dir, reason, described)
+
+    def _drain_deadline_passed(self) -> None:
+        self._abort("the drain grace period ran out before the request finished")
+
     def finalize(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
-        self.metrics.flush()
+        self.stopping.set()
+        # Triton 2.51 unloads a decoupled model once every request had its final
+        # response, so nothing should be left; whatever is (another unload path) gets an
+        # answer now rather than silence.
+        self._abort("the model was unloaded before the request finished")
+        # Aborted workers stop at their next cancellation check; the stub must not be
+        # torn down under one that is still running, nor wait past Triton's exit timeout.
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        wait(list(self.futures), timeout=FINALIZE_WAIT_S)
+        self.metrics.close()
+        self.families.clear()  # while the stub still works: at its exit they crash it
