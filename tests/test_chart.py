@@ -244,6 +244,16 @@ def test_startup_budget_follows_values() -> None:
     assert c["startupProbe"]["periodSeconds"] == 10  # the rest of the block is kept
 
 
+@pytest.mark.parametrize("pod_grace_s, drain_s", [(60, "30"), (600, "570"), (20, "0")])
+def test_serve_drains_for_the_pod_grace_period_less_its_exit_margin(
+        pod_grace_s: int, drain_s: str) -> None:
+    """serve needs > 15 s after its drain to stop Triton and report drops before SIGKILL."""
+    objects = render({"terminationGracePeriodSeconds": pod_grace_s})
+    assert one(objects, "Deployment")["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"] == pod_grace_s
+    assert arg_after(server(objects)["args"], "--grace-period-s") == drain_s
+
+
 def test_ports_follow_values_everywhere() -> None:
     objects = render({"ports": {"http": 9000, "grpc": 9001, "metrics": 9002}})
     c = server(objects)

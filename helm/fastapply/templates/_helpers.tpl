@@ -149,6 +149,8 @@ the serving pods wait for, so they never start on a stale or half-written engine
 - {{ int .Values.ports.grpc | quote }}
 - --metrics-port
 - {{ int .Values.ports.metrics | quote }}
+- --grace-period-s
+- {{ include "fastapply.drainSeconds" . | quote }}
 {{- if .Values.ports.openai }}
 - --openai-port
 - {{ int .Values.ports.openai | quote }}
@@ -199,4 +201,13 @@ empty when there is nothing to say.
 {{/* PromQL label matchers of the serving pods' series (as scraped by the Service/PodMonitor). */}}
 {{- define "fastapply.podMatchers" -}}
 {{- printf "namespace=%q, pod=~%q" .Release.Namespace (printf "%s-.*" (include "fastapply.fullname" .)) }}
+{{- end }}
+
+{{/*
+Seconds `fastapply serve` drains in-flight requests after SIGTERM: the pod's grace period
+less 30 s, the margin serve needs to stop tritonserver, report what it dropped and exit
+before the kubelet's SIGKILL (it needs more than 15 s past the drain).
+*/}}
+{{- define "fastapply.drainSeconds" -}}
+{{- max 0 (sub (int .Values.terminationGracePeriodSeconds) 30) -}}
 {{- end }}
