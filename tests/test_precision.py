@@ -13,7 +13,7 @@ import pytest
 
 from fastapply.edits import parse_edit
 from fastapply.merge import apply_snippet
-from fastapply.precision import review
+from fastapply.precision import removals, review, unanchored_removals
 
 VALID_SAMPLE = Path(__file__).with_name("data") / "multirepo-valid-sample.jsonl"
 PY = "import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
@@ -40,6 +40,41 @@ def test_a_segment_whose_lines_are_split_up_is_flagged() -> None:
     b_then_a = parse_edit("# ...\ndef b():\n    return 3\n# ...\ndef a():\n# ...\n")
     assert "come before an earlier segment's" in review(
         b_then_a, PY, PY.replace("return 2", "return 3"))[0][1]
+
+
+JAVA = ("class A {\n    void a() {\n        x();\n    }\n\n    void b() {\n        y(1);\n"
+        "        y(2);\n        y(3);\n        y(4);\n    }\n}\n")
+
+
+def test_a_segment_anchored_only_by_generic_lines_that_removes_unshown_code_is_flagged() -> None:
+    # A new method after "    }": the closing brace is found twice, so the segment also
+    # reads as a rewrite of b() whose body the snippet never shows. Never served wrong.
+    want = JAVA.replace("    }\n}\n", "    }\n\n    void c() {\n    }\n}\n")
+    got = apply_snippet(JAVA, "// ...\n    }\n\n    void c() {\n    }\n}\n")
+    assert got.text == want or any("never shows" in u.message for u in got.uncertain), got
+    # the same change with a unique line of context is merged
+    shown = "// ...\n        y(4);\n    }\n\n    void c() {\n    }\n}\n"
+    assert apply_snippet(JAVA, shown).check() == want
+
+
+def test_unanchored_removals_counts_only_runs_between_generic_lines() -> None:
+    orig = JAVA.split("\n")
+    seg = ["    }", "", "    void c() {", "    }", "}"]
+    table: dict[str, list[int]] = {}
+    for j, line in enumerate(orig):
+        table.setdefault(line.strip(), []).append(j)
+    shown = frozenset(s.strip() for s in seg if s.strip())
+    # "    }" on line 4 and "}" on line 12 (each "}" found 3 times): lines 6-11 go, and
+    # b()'s five lines are nowhere in the snippet
+    found = removals(orig, 3, 12, [(0, 3), (1, 4), (4, 11)], seg, shown, table, "seg")
+    assert [(r.line, r.unshown, r.inserted, r.before, r.after, r.unique) for r in found] == \
+        [(6, 5, 2, 3, 3, 0)]
+    assert [line for line, _ in unanchored_removals(found)] == [6]
+    # anchored at y(4) (unique) instead: the same removal is an edit the snippet shows
+    unique_before = removals(orig, 9, 12, [(0, 9), (1, 10), (4, 11)],
+                             ["        y(4);", "    }", "", "void c() {", "}"], shown, table,
+                             "seg")
+    assert unanchored_removals(unique_before) == []
 
 
 @cache
