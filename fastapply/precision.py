@@ -10,6 +10,12 @@ line, message) pairs; ``merge.py`` turns them into ``Uncertainty`` entries.
 * **segments in order**: the lines of a lazy segment follow each other in the result
   (blank lines aside), and the segments come in snippet order. A segment split up, placed
   twice or out of order means the merge did not do what the snippet says.
+* **no change**: a lazy snippet with markers whose merge leaves the file as it was did
+  not say what it meant (a deletion shown between generic lines is found as it stands).
+* **unshown removals between generic anchors** (:func:`unanchored_removals`, judged in
+  ``merge.py`` where the placements are known): a segment that only lines found at
+  several places anchor, and that removes lines the snippet never shows, fits beside any
+  lookalike of its context; new code next to similar code reads as a rewrite of it.
 * **marker look-alikes**: a snippet line such as ``... existing code ...`` with no
   comment is not a marker (``... rest`` can be code), but if the original lacks it, it
   is almost surely one the model wrote badly: flagged rather than written into the file.
@@ -22,7 +28,7 @@ ambiguous ``}``), and tree-sitter's "the result no longer parses where the origi
 
 >>> from fastapply.edits import parse_edit
 >>> plan = parse_edit("# ...\\nb = 2\\nc = 3\\n# ...\\n")
->>> review(plan, "a = 1\\nb = 2\\nc = 3\\n", "a = 1\\nb = 2\\nc = 3\\n")
+>>> review(plan, "a = 1\\nb = 1\\nc = 3\\n", "a = 1\\nb = 2\\nc = 3\\n")
 []
 >>> review(plan, "a = 1\\nb = 2\\nc = 3\\n", "a = 1\\nb = 2\\nx = 0\\nc = 3\\n")
 [(2, 'lazy segment 1 (snippet line 2): its lines do not follow each other in the result')]
@@ -187,7 +193,20 @@ def review(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
     """The checks' findings on the merged ``text`` of ``plan`` (empty when all hold)."""
     if not any(h.kind == "lazy" for h in plan.hunks):
         return []
-    return segments_in_order(plan, _lines(text)) + kept_marker_lookalikes(plan, original)
+    return segments_in_order(plan, _lines(text)) + kept_marker_lookalikes(plan, original) + \
+        unchanged(plan, original, text)
+
+
+def unchanged(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
+    """A finding when a lazy snippet with markers leaves the file as it was: every line
+    it shows was found as it stands, so the change it was written for (most often a
+    deletion shown by making two generic lines such as ``}`` neighbours) was not read."""
+    if text != original or not any(h.kind == "lazy" and (h.marker_before or h.marker_after)
+                                   for h in plan.hunks):
+        return []
+    return [(0, "the snippet changes nothing: each of its lines was found as it stands in "
+                "the original, so the change it shows (a deletion?) could not be placed; "
+                "show a unique line of unchanged context on each side of it")]
 
 
 def _lines(text: str) -> list[str]:

@@ -57,6 +57,16 @@ def test_a_segment_anchored_only_by_generic_lines_that_removes_unshown_code_is_f
     assert apply_snippet(JAVA, shown).check() == want
 
 
+def test_a_lazy_snippet_that_changes_nothing_is_flagged() -> None:
+    # The deletion of dead() is shown by making "}" and "int keep() {" neighbours, but
+    # dead()'s own "}" already stands before "int keep() {": read that way, nothing changes.
+    c = "int a() {\n  x();\n}\n\n\nint dead() {\n  return 0;\n}\n\n\nint keep() {\n  y();\n}\n"
+    got = apply_snippet(c, "// ...\n}\n\n\nint keep() {\n  y();\n// ...\n")
+    assert got.text != c or any("changes nothing" in u.message for u in got.uncertain), got
+    # a snippet without markers that repeats the whole file is no change, and no doubt
+    assert apply_snippet(c, c).check() == c
+
+
 def test_unanchored_removals_counts_only_runs_between_generic_lines() -> None:
     orig = JAVA.split("\n")
     seg = ["    }", "", "    void c() {", "    }", "}"]
@@ -88,11 +98,13 @@ def _figures(field: str) -> dict[str, int]:
     return {"total": len(recs), "served": served, "wrong_unflagged": wrong_unflagged}
 
 
-# Floors measured when the sample was made (70 records, 14 repositories the merge rules
-# were not tuned on): lazy served exact 66/70, 3 wrong and unflagged; both other formats
-# 70/70. They may only rise.
+# Floors on the sample (70 records, 14 repositories the merge rules were not tuned on).
+# When it was made: lazy served exact 66/70 with 3 wrong and unflagged. The checks for
+# unshown removals between generic anchors and for no change trade one served merge for
+# one fewer wrong file served (65/70, 2). Both other formats 70/70. Precision first:
+# wrong_unflagged may only fall; served may only fall with it.
 @pytest.mark.parametrize("field,served_floor,wrong_unflagged_ceiling", [
-    ("lazy_snippet", 66, 3), ("search_replace", 70, 0), ("udiff", 70, 0)])
+    ("lazy_snippet", 65, 2), ("search_replace", 70, 0), ("udiff", 70, 0)])
 def test_validation_sample_precision_floor(field: str, served_floor: int,
                                            wrong_unflagged_ceiling: int) -> None:
     got = _figures(field)
