@@ -3,9 +3,11 @@
 The merge (:mod:`fastapply.merge`) reports the places where it had to guess; these checks
 look at the candidate file as a whole afterwards and add an :class:`Uncertainty` where it
 contradicts the snippet, so that the deterministic runtime refuses the merge instead of
-returning a wrong file. Each check is cheap (linear in the file, dictionary look-ups) and
-holds for every correct merge by the snippet's own definition. Findings are (1-based
-line, message) pairs; ``merge.py`` turns them into ``Uncertainty`` entries.
+returning a wrong file. Each check is cheap (linear in the file, dictionary look-ups).
+The first and last hold for every correct merge by the snippet's own definition; the
+two between flag snippets with more than one reading, so they also refuse some right
+merges (about one per wrong merge caught; figures in docs/benchmarks.md). Findings are
+(1-based line, message) pairs; ``merge.py`` turns them into ``Uncertainty`` entries.
 
 * **segments in order**: the lines of a lazy segment follow each other in the result
   (blank lines aside), and the segments come in snippet order. A segment split up, placed
