@@ -48,7 +48,7 @@ from fastapply.edits import (
     Hunk,
     parse_edit,
 )
-from fastapply.precision import review
+from fastapply.precision import Removal, removals, review, unanchored_removals
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
 
@@ -215,6 +215,9 @@ class _Merger:
         # the original's distinct lines by word, per key function (shared likewise)
         self._words: dict[Callable[[str], str], dict[str, list[str]]] = \
             shared._words if shared else {}
+        # removals of original lines the snippet never shows, per placed segment
+        # (precision.Removal; judged for the chosen reading only, see merge)
+        self.removals: list[Removal] = []
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -391,6 +394,8 @@ class _Merger:
         table = self._positions(key)
         unique = sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
         self.anchors += unique
+        self.removals.extend(removals(self.orig, start, end, p.pairs, seg, self.snippet_lines,
+                                      self._positions(key_loose), hunk.label))
         lost = [] if unique or p.rival >= 0 else \
             removed_definitions(self.orig[start:end], {j - start for _, j in p.pairs}, seg)
         if lost:
@@ -659,6 +664,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
     m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
+    m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
     lines = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it
