@@ -18,6 +18,12 @@ merges (about one per wrong merge caught; figures in docs/benchmarks.md). Findin
   ``merge.py`` where the placements are known): a segment that only lines found at
   several places anchor, and that removes lines the snippet never shows, fits beside any
   lookalike of its context; new code next to similar code reads as a rewrite of it.
+* **runs another reading explains as well** (:func:`strict_runs`, judged in ``merge.py``
+  like the previous check): a removal beside a context line that recurs among the removed
+  lines, any removal between generic lines, and an insertion beside a generic line
+  whose lines nearly repeat the old lines around it (an edit read as an insertion).
+  They refuse about four right merges per wrong one caught, by design ("when unsure,
+  refuse"; figures in docs/benchmarks.md).
 * **marker look-alikes**: a snippet line such as ``... existing code ...`` with no
   comment is not a marker (``... rest`` can be code), but if the original lacks it, it
   is almost surely one the model wrote badly: flagged rather than written into the file.
