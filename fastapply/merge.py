@@ -48,7 +48,7 @@ from fastapply.edits import (
     Hunk,
     parse_edit,
 )
-from fastapply.precision import Removal, removals, review, unanchored_removals
+from fastapply.precision import Removal, removals, review, strict_runs, unanchored_removals
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
 
@@ -665,6 +665,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
         m.uncertain.extend(m.misfits)
     m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
     m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
+    m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
     lines = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it

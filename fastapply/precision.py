@@ -18,6 +18,12 @@ merges (about one per wrong merge caught; figures in docs/benchmarks.md). Findin
   ``merge.py`` where the placements are known): a segment that only lines found at
   several places anchor, and that removes lines the snippet never shows, fits beside any
   lookalike of its context; new code next to similar code reads as a rewrite of it.
+* **runs another reading explains as well** (:func:`strict_runs`, judged in ``merge.py``
+  like the previous check): a removal beside a context line that recurs among the removed
+  lines, any removal between generic lines, and an insertion beside a generic line
+  whose lines nearly repeat the old lines around it (an edit read as an insertion).
+  They refuse about four right merges per wrong one caught, by design ("when unsure,
+  refuse"; figures in docs/benchmarks.md).
 * **marker look-alikes**: a snippet line such as ``... existing code ...`` with no
   comment is not a marker (``... rest`` can be code), but if the original lacks it, it
   is almost surely one the model wrote badly: flagged rather than written into the file.
@@ -41,6 +47,7 @@ ambiguous ``}``), and tree-sitter's "the result no longer parses where the origi
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -48,7 +55,7 @@ from dataclasses import dataclass
 
 from fastapply.edits import EditPlan
 
-__all__ = ["Removal", "removals", "review", "unanchored_removals"]
+__all__ = ["Removal", "removals", "review", "strict_runs", "unanchored_removals"]
 
 #: A line that reads like a marker without being one: dots and marker words, no comment.
 #: Unshown lines a segment anchored by generic lines may remove before it is flagged, and
@@ -58,6 +65,12 @@ __all__ = ["Removal", "removals", "review", "unanchored_removals"]
 #: 3 counting every run: 45 / 30.
 GENERIC_REMOVED = 3
 EDITED = 0.7
+#: strict_runs: an insertion is read as an edit of nearby lines when REPEATED of its lines
+#: are SIMILAR (difflib ratio) to unmatched original lines within NEAR lines of it.
+REPEATED = 0.8
+SIMILAR = 0.8
+NEAR = 5
+_WORD = re.compile(r"\w")
 _LONG = re.compile(r"\w{3,}")
 _LOOKALIKE = re.compile(r"(?i)^\W*(\.\.\.|…).*\b(existing|unchanged|rest|remains?|same|"
                         r"keep|omitted|other|previous)\b.*$")
@@ -123,13 +136,14 @@ def kept_marker_lookalikes(plan: EditPlan, original: str) -> list[tuple[int, str
 
 @dataclass(frozen=True)
 class Removal:
-    """A run of original lines that a placed lazy segment removes without showing them."""
+    """A run between two matched lines of a placed lazy segment: original lines it
+    removes (the snippet not showing some of them), or only new lines it inserts."""
 
     #: The segment, for messages.
     label: str
-    #: 1-based original line of the first removed line.
+    #: 1-based original line of the first removed line (or of the insertion point).
     line: int
-    #: Non-blank removed lines whose text the snippet nowhere shows.
+    #: Non-blank removed lines whose text the snippet nowhere shows (0: an insertion).
     unshown: int
     #: Non-blank segment lines written in their place.
     inserted: int
@@ -141,6 +155,17 @@ class Removal:
     unique: int
     #: Words (3+ letters) of the removed lines that the segment's new lines share.
     shared: float
+    #: Non-blank removed lines that the run's own new lines do not repeat.
+    local: int = 0
+    #: The nearest matched line on a side is generic (found several times in the original,
+    #: or only punctuation); a side with no matched line counts as generic.
+    generic_before: bool = False
+    generic_after: bool = False
+    #: A nearest matched line's text recurs among the removed lines (a lookalike anchor).
+    lookalike: bool = False
+    #: Share of an insertion's lines that nearly repeat (SIMILAR) original lines that no
+    #: segment line matched, within NEAR lines of the insertion point.
+    repeats: float = 0.0
 
 
 def removals(orig: Sequence[str], start: int, end: int, pairs: Sequence[tuple[int, int]],
@@ -148,29 +173,64 @@ def removals(orig: Sequence[str], start: int, end: int, pairs: Sequence[tuple[in
              label: str) -> list[Removal]:
     """The runs of ``orig[start:end]`` that the placement (matched ``pairs`` of segment
     and original lines) removes, holding a non-blank line the snippet (``shown``: its
-    stripped lines) never shows; ``table``: original lines by stripped text."""
-    def count(i: int, step: int) -> int:  # nearest non-blank matched line from pair i
+    stripped lines) never shows, or holding none while the segment inserts lines there;
+    ``table``: original lines by stripped text."""
+    def nearest(i: int, step: int) -> str | None:  # nearest non-blank matched line
         while 0 <= i < len(pairs):
             key = seg[pairs[i][0]].strip()
             if key:
-                return len(table.get(key, ())) or 1
+                return key
             i += step
-        return 0
+        return None
+
+    def generic(key: str | None) -> bool:
+        return key is None or len(table.get(key, ())) != 1 or not _WORD.search(key)
 
     unique = sum(1 for i, _ in pairs if len(table.get(seg[i].strip(), ())) == 1)
+    matched = {j for _, j in pairs}
     bounds = [(-1, start - 1), *pairs, (len(seg), end)]
     found = []
     for k in range(len(bounds) - 1):
         (i1, j1), (i2, j2) = bounds[k], bounds[k + 1]
-        gone = [t for t in (s.strip() for s in orig[j1 + 1:j2]) if t and t not in shown]
-        if not gone:
-            continue
+        removed = [t for t in (s.strip() for s in orig[j1 + 1:j2]) if t]
+        gone = [t for t in removed if t not in shown]
         new = [s.strip() for s in seg[i1 + 1:i2] if s.strip()]
+        b, a = nearest(k - 1, -1), nearest(k, 1)
+        if not gone and (removed or not new):
+            continue
+        before, after = (len(table.get(t, ())) or 1 if t is not None else 0 for t in (b, a))
+        repeats = 0.0 if removed or not ((b and generic(b)) or (a and generic(a))) else \
+            _repeats(new, orig, j1 + 1, j2, matched)
         words = {w for s in gone for w in _LONG.findall(s)}
         kept = {w for s in new for w in _LONG.findall(s)}
-        found.append(Removal(label, j1 + 2, len(gone), len(new), count(k - 1, -1),
-                             count(k, 1), unique, len(words & kept) / max(1, len(words))))
+        found.append(Removal(label, j1 + 2, len(gone), len(new), before, after, unique,
+                             len(words & kept) / max(1, len(words)),
+                             local=len([t for t in removed if t not in set(new)]),
+                             generic_before=generic(b), generic_after=generic(a),
+                             lookalike=bool({b, a} & set(removed)), repeats=repeats))
     return found
+
+
+def _repeats(new: Sequence[str], orig: Sequence[str], lo: int, hi: int,
+             matched: set[int]) -> float:
+    """Share of the (first 40) ``new`` lines that nearly repeat an unmatched original line
+    within NEAR lines of ``orig[lo:hi]`` (difflib ratio >= SIMILAR; lines without a word
+    character left out on both sides)."""
+    lines = [s for s in new if _WORD.search(s)][:40]
+    near = [t for t in (orig[j].strip() for j in range(max(0, lo - NEAR),
+                                                          min(len(orig), hi + NEAR))
+                        if j not in matched) if _WORD.search(t)]
+    if not lines or not near:
+        return 0.0
+    hits = 0
+    for s in lines:
+        for t in near:
+            m = difflib.SequenceMatcher(None, s, t, autojunk=False)
+            if m.real_quick_ratio() >= SIMILAR and m.quick_ratio() >= SIMILAR and \
+                    m.ratio() >= SIMILAR:
+                hits += 1
+                break
+    return hits / len(lines)
 
 
 def unanchored_removals(found: Sequence[Removal]) -> list[tuple[int, str]]:
@@ -188,14 +248,55 @@ def unanchored_removals(found: Sequence[Removal]) -> list[tuple[int, str]]:
     removed: dict[str, int] = defaultdict(int)
     first: dict[str, Removal] = {}
     for r in found:
-        if r.unique <= 1 and r.before != 1 and r.after != 1 and r.before + r.after and \
-                r.shared < EDITED:
+        if r.unshown and r.unique <= 1 and r.before != 1 and r.after != 1 and \
+                r.before + r.after and r.shared < EDITED:
             removed[r.label] += r.unshown
             first.setdefault(r.label, r)
     return [(first[label].line, f"{label}: placed where it removes {n} lines the snippet "
                                 f"never shows, between lines found at several places; show "
                                 f"a unique line of unchanged context next to the change")
             for label, n in removed.items() if n >= GENERIC_REMOVED]
+
+
+def strict_runs(found: Sequence[Removal]) -> list[tuple[int, str]]:
+    """Findings (at most one per segment) for runs that another reading of the snippet
+    explains as well (refused: "when unsure, refuse"; figures in docs/benchmarks.md):
+
+    * **lookalike anchor**: the run removes unshown lines (2 or more, or any when it
+      inserts nothing) and a matched line beside it recurs among them: the snippet's
+      context may be that nearer copy, and then nothing (or less) is removed;
+    * **removal between generic lines**: it removes lines its own new lines do not
+      repeat, and the matched lines on both sides are generic (``}``, ``end``, a blank or
+      repeated line): a lookalike of that context elsewhere fits as well;
+    * **insertion beside generic lines that repeats its neighbours**: it removes nothing,
+      a side is generic, and REPEATED of its lines nearly repeat unshown original lines
+      close by: most likely an edit of those lines, read as an insertion next to them.
+
+    >>> r = Removal("lazy segment 1", 5, 0, 2, 2, 1, 1, 0.0, repeats=1.0,
+    ...             generic_before=True)
+    >>> strict_runs([r])[0][1][:60]
+    'lazy segment 1: it inserts lines that nearly repeat original'
+    """
+    found_by: dict[str, tuple[int, str]] = {}
+    for r in found:
+        if r.label in found_by:
+            continue
+        sides = (r.before or r.after) and r.generic_before and r.generic_after
+        if r.unshown and r.lookalike and (r.unshown >= 2 or not r.inserted):
+            why = (f"it removes {r.unshown} lines the snippet never shows, and a line of "
+                   f"context beside them recurs among them, so that nearer copy may be the "
+                   f"one meant")
+        elif r.unshown and r.local and sides and r.shared < EDITED:
+            why = (f"it removes {r.local} lines between lines found at several places (or "
+                   f"only punctuation), which fit beside their lookalikes as well")
+        elif not r.unshown and r.repeats >= REPEATED:
+            why = ("it inserts lines that nearly repeat original lines close by, next to a "
+                   "line found at several places, so it may be an edit of those lines")
+        else:
+            continue
+        found_by[r.label] = (r.line, f"{r.label}: {why}; show a unique line of unchanged "
+                                     f"context on each side of the change")
+    return list(found_by.values())
 
 
 def review(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:

@@ -201,7 +201,8 @@ def test_equal_places_go_to_the_region_the_segment_resembles_and_are_flagged() -
                 "        raise Timeout('late')\n\n\ndef c():\n    pass\n")
     got = apply_snippet(original, "# ...\n    else:\n        raise\n\n# ...\n")
     assert got.text == original.replace("raise Timeout('late')", "raise")
-    assert [u.line for u in got.uncertain] == [11]
+    # (precision.strict_runs also flags the edit beside the generic `else:`)
+    assert [u.line for u in got.uncertain if "equally well" in u.message] == [11]
     assert "lines 11 and 4" in got.uncertain[0].message
 
 
@@ -305,7 +306,9 @@ def test_a_deletion_whose_context_also_sits_together_elsewhere_is_a_deletion() -
                " * @param {Object} sliceObj\n// ... rest of code ...\n")
     got = apply_snippet(original, snippet)
     assert got.text == original.replace(parse, "")
-    assert not got.uncertain
+    # Read right, but shown only by generic lines whose copies sit in what it removes:
+    # refused under "when unsure, refuse" (precision.strict_runs, docs/benchmarks.md).
+    assert ["nearer copy may be the one meant" in u.message for u in got.uncertain] == [True]
 
 
 def _mocha_case(name: str, cache: str, count: int) -> str:
@@ -365,7 +368,7 @@ def test_a_tie_goes_to_the_place_that_lets_the_later_segments_fit() -> None:
     snippet = "# ...\n    x = 1\n    w = 0  # new\n\n# ...\ndef b():\n    y = 20\n\n# ...\n"
     got = apply_snippet(original, snippet)
     assert got.text == original.replace("q()", "w = 0  # new").replace("y = 2\n", "y = 20\n")
-    assert [u.line for u in got.uncertain] == [2]
+    assert [u.line for u in got.uncertain if "equally well" in u.message] == [2]
     assert "lines 2 and 9" in got.uncertain[0].message
 
 
