@@ -337,18 +337,12 @@ class OpenAIFront:
         return f"http://{host}:{self.port}"
 
     def start(self) -> OpenAIFront:
-        from fastapply.serving import ServerError, _die_with_parent
+        from fastapply.serving import ServerError, spawn_server
 
         cmd = [sys.executable, "-m", "fastapply.openai_server", "--grpc-url", self.grpc_url,
                "--host", self.host, "--port", str(self.port),
                "--concurrency", str(self.concurrency)]
-        log = self.log_path.open("wb") if self.log_path else None
-        # A session of its own, as Triton's: a terminal's Ctrl-C reaches `fastapply serve`
-        # alone, which then stops both in order.
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None,
-                                        start_new_session=True, preexec_fn=_die_with_parent)
-        if log:
-            log.close()
+        self.process = spawn_server(cmd, self.log_path)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -137,6 +137,20 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def spawn_server(cmd: list[str], log_path: Path | None,
+                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a server process that `fastapply serve` (or a test) owns: in a session of
+    its own, so a terminal's Ctrl-C reaches its owner alone, which stops it in order; it
+    gets SIGTERM if its owner dies; its output goes to ``log_path`` (else inherited)."""
+    log = log_path.open("wb") if log_path is not None else None
+    try:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None,
+                                env=env, start_new_session=True, preexec_fn=_die_with_parent)
+    finally:
+        if log is not None:
+            log.close()
+
+
 #: Seconds tritonserver gets after the drain grace period: the model answers what is
 #: left, unloads, and its stub exits (``--exit-timeout-secs`` = grace period + this).
 SHUTDOWN_MARGIN_S = 10.0
@@ -228,10 +242,7 @@ class TritonServer:
                f"--exit-timeout-secs={self.exit_timeout_s}",
                *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
                  for option in ("--http-restricted-api", "--grpc-restricted-protocol"))]
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True, preexec_fn=_die_with_parent)
-        log.close()
+        self.process = spawn_server(cmd, self.log_path, env)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             status = self.process.poll()
