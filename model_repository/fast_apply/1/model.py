@@ -218,24 +218,24 @@ class TritonPythonModel:
         # A Metric dies with its MetricFamily: keep the families as long as the model.
         self.families: list[Any] = []
 
-        def counter(name: str, description: str, kind: Any = pb_utils.MetricFamily.COUNTER
-                    ) -> Any:
+        def family(name: str, description: str, kind: Any = pb_utils.MetricFamily.COUNTER
+                   ) -> Any:
             self.families.append(pb_utils.MetricFamily(
                 name=name, description=description, kind=kind))
             return self.families[-1]
 
         # Stats field or request outcome -> its Prometheus counter
-        metrics = {field: counter(name, text).Metric(labels={})
+        metrics = {field: family(name, text).Metric(labels={})
                    for name, text, field in PROMETHEUS_COUNTERS}
-        metrics["total_ms"] = counter(*PROMETHEUS_LATENCY).Metric(labels={})
-        requests = counter(*PROMETHEUS_REQUESTS)
+        metrics["total_ms"] = family(*PROMETHEUS_LATENCY).Metric(labels={})
+        requests = family(*PROMETHEUS_REQUESTS)
         metrics.update({o: requests.Metric(labels={"outcome": o}) for o in OUTCOMES})
         # The backlog the model keeps from Triton (see fastapply.lifecycle): two gauges
         # (queued, in_flight) and the queue-time counter.
         *levels, queue_time = PROMETHEUS_QUEUE
-        gauges = {name: counter(name, text, pb_utils.MetricFamily.GAUGE).Metric(labels={})
+        gauges = {name: family(name, text, pb_utils.MetricFamily.GAUGE).Metric(labels={})
                   for name, text in levels}
-        metrics["queue_time_ms"] = counter(*queue_time).Metric(labels={})
+        metrics["queue_time_ms"] = family(*queue_time).Metric(labels={})
         self.backlog = lifecycle.Backlog()
         self.metrics = _MetricsFlusher(metrics, gauges, self.backlog.counts)
         self.lifecycle = lifecycle
