@@ -11,10 +11,14 @@ original region ``orig[start:end]`` it replaces. We pick the chain of matched li
                              in context)
                           -  DROP_DEF per removed definition (``def``, ``func``,
                              ``class``, ``function``, an import, a top-level ``var``
-                             or ``const``, a test's ``it('name', ...``) whose name the
-                             segment never mentions, or heading whose text it lacks:
-                             a new function, test or section written next to similar
-                             ones is an insertion, not a rewrite of its neighbours
+                             or ``const``, a test's ``it('name', ...``; in the other
+                             languages a ``fn``/``fun``/``struct``/``enum``/... line,
+                             a typed method header ``Type name(``, a gtest
+                             ``TEST_F(Suite, name)``, an RSpec ``it "name"``) whose
+                             name the segment never mentions, or heading whose text
+                             it lacks: a new function, test or section written next
+                             to similar ones is an insertion, not a rewrite of its
+                             neighbours
 
 A line's weight falls with how often it occurs in the original (a unique line is worth
 1.0, a line found 25 times 0.2, a blank line 0.02), so generic lines (``}``, ``try:``)
@@ -825,11 +829,41 @@ _HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>"
                       r"""|(?:it|describe|test)\(\s*(['"`].+?['"`])\s*,)""")
 
 
+#: Modifiers and annotations before a definition (Java, C#, Kotlin, Swift, Rust, PHP, C++).
+_MODIFIERS = (r"(?:(?:pub(?:\([^)]*\))?|public|private|protected|internal|static|async|"
+              r"export|default|abstract|final|override|open|data|sealed|inline|virtual|"
+              r"unsafe|extern|fileprivate|mutating|suspend|operator|partial|readonly|"
+              r"required|convenience|synchronized|native|@\w+(?:\([^)]*\))?)\s+)*")
+#: Definition lines of the languages ``_DEF`` does not cover, name in the first group
+#: that matched: a keyword definition (``fn``, ``fun``, ``struct``, ``enum``, ``impl``,
+#: ``interface``, ``protocol``, ``module``, ...), a typed header that opens a function
+#: (``public void name(``, ``int name(void)``, ``fun name(``; not a call: no ``;`` or
+#: ``=`` after the parenthesis, no statement keyword first), a gtest ``TEST_F(Suite,
+#: name)``, an RSpec/minitest ``it "name"``/``describe "name"``.
+_DEF_OTHER = re.compile(
+    r"^\s*" + _MODIFIERS + r"(?:def|class|func|function|fn|fun|struct|enum|interface|trait|"
+    r"impl|module|namespace|protocol|extension|object|record|typealias|mod|union)\s+"
+    r"(?:self\.)?([A-Za-z_]\w*)"
+    r"|^\s*" + _MODIFIERS + r"(?!(?:return|new|else|throw|case|await|yield|delete|if|while|"
+    r"for|switch|catch|using|lock|when|sizeof|typeof)\b)[\w\[\].?*&:]+(?:<[^()]*>)?\s+"
+    r"[*&]*([A-Za-z_]\w*)\s*\([^;=]*$"
+    r"|^\s*(?:TEST|TEST_F|TEST_P|TYPED_TEST)\s*\(\s*\w+\s*,\s*(\w+)\s*\)"
+    r"|^\s*(?:it|describe|context|test)\s+(['\"].+?['\"])")
+#: Longer lines are not read as definition headers (they are code, and the regex's
+#: work grows with a line's length).
+_HEADER_CHARS = 400
+
+
 def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
     """Per original line: does it define a name (def, class, func, function, import, a
-    top-level var/let/const/type) that the segment never mentions, or is it a heading
-    whose text the segment lacks? Replacing or deleting it removes that definition or
-    section."""
+    top-level var/let/const/type; ``_DEF_OTHER`` in other languages) that the segment
+    never mentions, or is it a heading whose text the segment lacks? Replacing or
+    deleting it removes that definition or section.
+
+    >>> _dropped_defs(["TEST_F(TApp, RangeDouble) {", "    run();", "}"],
+    ...               ["TEST_F(TApp, typeCheck) {", "    run();", "}"])
+    [True, False, False]
+    """
     words: set[str] | None = None
     text: str | None = None
     out = []
@@ -839,6 +873,15 @@ def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
             if words is None:
                 words = {w for s in seg for w in _WORD.findall(s)}
             out.append(m.group(1) not in words)
+            continue
+        m = _DEF_OTHER.match(line) if len(line) <= _HEADER_CHARS else None
+        if m:
+            if words is None:
+                words = {w for s in seg for w in _WORD.findall(s)}
+            if text is None:
+                text = "\n".join(seg)
+            name = next(g for g in m.groups() if g)
+            out.append(name not in words and name not in text)
             continue
         h = _HEADING.match(line)
         if h:

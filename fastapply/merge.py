@@ -218,6 +218,9 @@ class _Merger:
         # removals of original lines the snippet never shows, per placed segment
         # (precision.Removal; judged for the chosen reading only, see merge)
         self.removals: list[Removal] = []
+        # lazy segments between markers found unchanged in the original (judged for the
+        # chosen reading only, like the removals)
+        self.idle: list[Uncertainty] = []
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -388,6 +391,14 @@ class _Merger:
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
+        if hunk.marker_before and hunk.marker_after and seg == self.orig[start:end]:
+            # Every segment of a lazy snippet shows a change; one between markers found
+            # as it stands was placed where the change it shows (most often a deletion
+            # shown by two neighbours, read as kept: see DROP_DEF) does not happen.
+            self.idle.append(Uncertainty(start + 1, (
+                f"{hunk.label}: each of its lines was found as it stands at lines "
+                f"{start + 1}-{end}, so the change it shows (a deletion?) was not read; "
+                f"show a unique line of unchanged context on each side of the change")))
         self.pos = end
         self.drops += p.drops
         key = key_loose if loose else key_exact
@@ -666,6 +677,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
     m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
     m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
+    m.uncertain.extend(m.idle)
     lines = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it
