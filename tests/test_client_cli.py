@@ -172,3 +172,51 @@ def test_in_place_never_writes_an_unsure_merge(
     assert "match equally well at lines 3 and 8" in err  # where it was unsure
     assert "keep a few unchanged lines around it" in err  # what to do
     assert source.read_text() == TWINS and unchanged(source, before)
+
+
+@pytest.mark.server
+def test_in_place_through_a_symlink_edits_the_target_and_keeps_the_link(
+        det_server: Any, files: tuple[Path, Path]) -> None:
+    source, snippet = files
+    link = source.with_name("link.py")
+    link.symlink_to(source.name)
+    assert main(["apply", str(link), str(snippet), "--in-place",
+                 "--url", det_server.grpc_url]) == 0
+    assert link.is_symlink() and os.readlink(link) == source.name  # was a regular file
+    assert source.read_text() == MERGED
+    assert oct(source.stat().st_mode & 0o777) == oct(0o640)
+
+
+@pytest.mark.server
+def test_a_merge_that_cannot_be_written_is_an_error_not_a_traceback(
+        det_server: Any, files: tuple[Path, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    source, snippet = files
+    out = tmp_path / "missing-dir" / "out.py"
+    assert main(["apply", str(source), str(snippet), "-o", str(out),
+                 "--url", det_server.grpc_url]) == 1
+    err = capsys.readouterr().err
+    assert "could not be written" in err and "was not written" in err, err
+    assert source.read_text() == ORIGINAL
+
+
+@pytest.mark.server
+def test_a_byte_order_mark_is_kept_and_not_sent(det_server: Any, files: tuple[Path, Path],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    source, snippet = files
+    source.write_bytes(b"\xef\xbb\xbf" + ORIGINAL.encode())
+    snippet.write_text("<<<<<<< SEARCH\ndef a():\n=======\ndef a(x):\n>>>>>>> REPLACE\n")
+    assert main(["apply", str(source), str(snippet), "--in-place",
+                 "--url", det_server.grpc_url]) == 0
+    assert source.read_bytes() == b"\xef\xbb\xbf" + ORIGINAL.replace(
+        "def a():", "def a(x):").encode()
+
+
+def test_a_file_that_is_not_utf8_is_refused_with_what_to_do(
+        files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    source, snippet = files
+    source.write_bytes(b'x = "\xe9"\n')
+    assert main(["apply", str(source), str(snippet), "--in-place"]) == 2
+    err = capsys.readouterr().err
+    assert "is not UTF-8 text (byte 0xe9 at offset 5)" in err and "iconv" in err, err
+    assert source.read_bytes() == b'x = "\xe9"\n'

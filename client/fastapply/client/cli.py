@@ -2,9 +2,13 @@
 
 ``-`` as FILE or SNIPPET reads standard input. The merged file goes to standard output,
 to ``-o OUT``, or back into FILE with ``--in-place``; files are written atomically (a
-temporary file in the same folder, then ``os.replace``), keeping FILE's mode, so a
-failed request or an interrupted write never leaves a half-written file. On an error
-the server's message is printed and the exit status is 1; nothing is written.
+temporary file in the same folder, then ``os.replace``), keeping FILE's mode (and owner,
+where the user may set it), so a failed request or an interrupted write never leaves a
+half-written file. A symbolic link is written through: its target gets the merge and
+the link stays. (Like any atomic save, the file gets a new inode: other hard links to
+it keep the old text.) A UTF-8 byte order mark is not sent to the server and is kept
+in what is written. On an error the server's message is printed and the exit status is
+1; nothing is written.
 
 Only a complete merge is ever written: a file the model did not finish (``--max-tokens``
 or the context ran out) is an error, and so is a snippet the deterministic merge was
@@ -52,14 +56,18 @@ def write_atomically(path: Path, text: str) -> None:
     temporary file's 0600). On any failure the temporary file is removed and ``path``
     is untouched.
     """
-    mode = path.stat().st_mode & 0o7777 if path.exists() else _default_mode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                               dir=path.resolve().parent)
+    path = path.resolve()  # through a symbolic link: its target is the file to replace
+    st = path.stat() if path.exists() else None
+    mode = st.st_mode & 0o7777 if st is not None else _default_mode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        if st is not None and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
+            with contextlib.suppress(OSError):  # only root (or the group's member) may
+                os.chown(tmp, st.st_uid, st.st_gid)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -85,14 +93,23 @@ def _not_written(args: argparse.Namespace, printed: bool = False) -> str:
     return ""
 
 
+BOM = "\ufeff"
+
+
 def _read(name: str, stdin_used: list[bool]) -> str:
     if name == "-":
         if stdin_used[0]:
             raise ValueError("only one of FILE and SNIPPET can be '-' (standard input)")
         stdin_used[0] = True
         return sys.stdin.read()
-    with open(name, encoding="utf-8", newline="") as fh:
-        return fh.read()
+    try:
+        with open(name, encoding="utf-8", newline="") as fh:
+            return fh.read()
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{name} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); fastapply edits UTF-8 text files: convert it first (for "
+            f"instance iconv -f latin1 -t utf-8), or send only the text part") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         print(f"fastapply apply: {exc}", file=sys.stderr)
         return 2
+    bom = BOM if original.startswith(BOM) else ""  # kept in the file, not sent
+    original = original[len(bom):]
     to_stdout = args.output is None and not args.in_place
     printed = False  # text streamed to standard output already
     try:
@@ -116,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
                 stream = client.stream(original, snippet, args.instruction, args.max_tokens)
                 for delta in stream:
                     if to_stdout:
-                        sys.stdout.write(delta)
+                        sys.stdout.write(delta if printed else bom + delta)
                         sys.stdout.flush()
                         printed = True
                 merged, stats = stream.merged_code, stream.stats
@@ -132,11 +151,15 @@ def run(args: argparse.Namespace) -> int:
               f"{_not_written(args, printed)}", file=sys.stderr)
         return 1
     if to_stdout and not args.stream:
-        sys.stdout.write(merged)
-    elif args.in_place:
-        write_atomically(Path(args.file), merged)
-    elif args.output is not None:
-        write_atomically(args.output, merged)
+        sys.stdout.write(bom + merged)
+    elif not to_stdout:
+        target = Path(args.file) if args.in_place else args.output
+        try:
+            write_atomically(target, bom + merged)
+        except OSError as exc:
+            print(f"fastapply apply: the merge is complete but could not be written to "
+                  f"{target}: {exc.strerror or exc}{_not_written(args)}", file=sys.stderr)
+            return 1
     if args.stats and stats is not None:
         print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
                        for k, v in stats.to_dict().items()), file=sys.stderr)
