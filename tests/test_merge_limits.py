@@ -114,3 +114,18 @@ def test_a_diff_body_starting_with_a_block_marker_is_parsed_not_looped_on() -> N
     # for a headerless hunk that ended before it began, and never advanced.
     with pytest.raises(EditError):
         apply_snippet(" c\n# ...", "+++++++ REPLACE\n-- SEARCH\n\n")
+
+
+def test_lines_found_everywhere_are_charged_before_the_locate_pass_runs() -> None:
+    # 200,000 copies of "}" (400 KB, far below the input limit) and a segment of three
+    # "}": 600,000 matched pairs. Each costs about three alignment cells of time (two
+    # Fenwick-tree steps and a bisection); counted at one, they passed the budget and
+    # held a worker for 2 s before the alignment was refused. Now the pass is refused
+    # by its charge, before it runs.
+    from fastapply._merge_lazy import LOCATE_WORK
+
+    text = "}\n" * 200_000 + "x\n"
+    budget = WorkBudget()
+    with pytest.raises(EditError, match="budget"):
+        apply_snippet(text, "// ...\n}\n}\ny\n}\n// ...\n", budget)
+    assert budget.spent == LOCATE_WORK * 3 * 200_000
