@@ -291,8 +291,13 @@ class TritonServer:
                           f"log tail:\n{tail}")
 
     def ready(self) -> bool:
+        """The model is ready (through the guard, when there is one) and the metrics
+        endpoint answers too, so that a caller can read /metrics at once."""
         try:
             with urllib.request.urlopen(f"{self.http_url}/v2/health/ready", timeout=1) as r:
+                if r.status != 200:
+                    return False
+            with urllib.request.urlopen(self.metrics_url, timeout=1) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
