@@ -271,3 +271,43 @@ def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None
     status, answer = post(tiny_server, f"{MODEL}/generate",
                           {"initial_code": TINY_COMPLETE[0], "edit_snippet": TINY_COMPLETE[1]})
     assert status == 200 and json.loads(json.loads(answer)["stats"])["finish_reason"] == "stop"
+
+
+# -- fastapply serve --------------------------------------------------------------------
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_serve_http_guard_on_and_off(guard: str) -> None:
+    import signal
+    from types import SimpleNamespace
+
+    from test_serving import serve_command
+
+    proc = subprocess.Popen(serve_command("--http-guard", guard), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline()]
+        while "Ctrl-C stops it" not in lines[-1]:
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)
+        http_line = next(line for line in lines if line.strip().startswith("HTTP"))
+        server = SimpleNamespace(http_port=int(http_line.rsplit(":", 1)[1]))
+        status, answer = post(server, GENERATE_PATHS[0], {**GOOD, "stream": "yes"})
+        if guard == "on":
+            assert any("tritonserver's own HTTP on http://127.0.0.1:" in line
+                       for line in lines), lines
+            assert status == 400 and "stream is the string" in answer
+        else:  # Triton's port as is, with its 500
+            assert not any("guard" in line for line in lines), lines
+            assert status == 500 and "non-boolean as boolean" in answer
+        assert post(server, GENERATE_PATHS[0], GOOD)[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "every request in flight was answered" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
