@@ -34,6 +34,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapply.http_upstream import HOP_BY_HOP, Upstream, UpstreamError
 
@@ -117,8 +118,9 @@ def parse_body(body: bytes) -> dict[str, Any]:
         raise
     except RecursionError:
         raise BadRequest(f"the request body nests JSON too deeply; {send}") from None
-    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
-        raise BadRequest(f"the request body is not valid JSON ({exc}); {send}") from None
+    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits()
+        raise BadRequest(f"the request body holds a number of more digits than any input "
+                         f"takes ({str(exc).split(':')[0]}); send smaller numbers") from None
     assert isinstance(request, dict)  # it starts with "{"
     return request
 
@@ -280,7 +282,8 @@ class Guard:
     async def _check(self, match: re.Match[str], body: bytes) -> None:
         request = parse_body(body)
         model, version = match["model"], match["version"]
-        path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "")
+        path = f"/v2/models/{quote(model, safe='')}" + (
+            f"/versions/{quote(version, safe='')}" if version else "")
         inputs = self.inputs.get(path)
         if inputs is None:
             try:
@@ -313,8 +316,7 @@ class Guard:
                 return
             await send({"type": "http.response.start", "status": exchange.status,
                         "headers": [(n, v) for n, v in exchange.headers
-                                    if n.lower() not in HOP_BY_HOP or
-                                    n.lower() == b"content-length"]})
+                                    if n.lower() not in HOP_BY_HOP]})
             async for part in exchange.chunks():
                 await send({"type": "http.response.body", "body": part, "more_body": True})
             watcher.cancel()

@@ -19,11 +19,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 #: Headers that describe one connection, not the message: never forwarded either way.
-#: ``expect``: uvicorn already answered the client's 100-continue; content-length is
-#: recomputed for the body actually sent.
-HOP_BY_HOP = frozenset({
-    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"te",
-    b"trailer", b"upgrade", b"expect", b"content-length"})
+HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection",
+                        b"transfer-encoding", b"te", b"trailer", b"upgrade"})
+#: Request headers not forwarded: ``expect`` (uvicorn already answered the client's
+#: 100-continue) and content-length (set for the body actually sent).
+REQUEST_DROP = HOP_BY_HOP | {b"expect", b"content-length"}
 #: Bytes read from the upstream socket at a time.
 READ_SIZE = 256 * 1024
 
@@ -85,7 +85,7 @@ class Exchange:
         kept-alive connection the server closed meanwhile is retried once, fresh."""
         head = [f"{method} ".encode(), target, b" HTTP/1.1\r\n"]
         for name, value in headers:
-            if name.lower() not in HOP_BY_HOP:
+            if name.lower() not in REQUEST_DROP:
                 head += [name, b": ", value, b"\r\n"]
         if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
             head.append(b"content-length: %d\r\n" % len(body))

@@ -69,6 +69,8 @@ CLIENT_ERRORS: dict[str, tuple[bytes | dict[str, Any], str]] = {
                                                          'a JSON object of parameters'),
     "a key twice": (b'{"stream": "yes", "stream": true, "initial_code": "a", '
                     b'"edit_snippet": "b"}', 'the key "stream" appears more than once'),
+    "max_tokens of 5000 digits": (b'{"initial_code": "a", "edit_snippet": "b", "max_tokens": '
+                                  + b"9" * 5000 + b"}", "holds a number of more digits than"),
     "NaN": (b'{"initial_code": "a", "edit_snippet": "b", "max_tokens": NaN}',
             "the request body holds NaN, which JSON does not have"),
 }
