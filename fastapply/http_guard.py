@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -317,14 +318,19 @@ class Guard:
             await send({"type": "http.response.start", "status": exchange.status,
                         "headers": [(n, v) for n, v in exchange.headers
                                     if n.lower() not in HOP_BY_HOP]})
-            async for part in exchange.chunks():
-                await send({"type": "http.response.body", "body": part, "more_body": True})
+            async with contextlib.aclosing(exchange.chunks()) as parts:
+                async for part in parts:
+                    await send({"type": "http.response.body", "body": part,
+                                "more_body": True})
             watcher.cancel()
             await send({"type": "http.response.body", "body": b""})
-        except UpstreamError:
-            if exchange.aborted:
-                return  # the client left; nobody to tell
-            raise  # cut off mid-answer: uvicorn drops the connection, never a clean end
+        except UpstreamError as exc:
+            if not exchange.aborted:  # else the client left: nobody to tell
+                # Returning mid-answer makes uvicorn close the client's connection: the
+                # answer ends cut off, never cleanly as if it were complete.
+                logging.getLogger(__name__).warning(
+                    "%s %s: %s; the client's answer is cut off", scope["method"],
+                    scope["path"], exc)
         finally:
             watcher.cancel()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 #: Headers that describe one connection, not the message: never forwarded either way.
@@ -145,7 +145,7 @@ class Exchange:
                 raise UpstreamError(f"tritonserver's answer is not HTTP/1.1: {exc}") from None
         return True
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         """The response body as it arrives (de-chunked); the connection goes back to the
         pool after the last part when the server keeps it alive."""
         parsed = self._parsed

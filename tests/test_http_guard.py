@@ -313,3 +313,39 @@ def test_serve_http_guard_on_and_off(guard: str) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_stream_triton_breaks_off_is_cut_off_for_the_client_too(
+        tmp_path: Any, tiny_model_dir: Any) -> None:
+    import os
+    import signal
+
+    from fastapply.model_repo import render_repository
+    from fastapply.serving import TritonServer
+
+    repo = render_repository(tmp_path, runtime="torch", model_dir=tiny_model_dir,
+                             device="cpu", dtype="float32", worker_threads=1)
+    server = TritonServer(repo, log_path=tmp_path / "server.log").start()
+    try:
+        body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1],
+                           "stream": True}).encode()
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as sock:
+            sock.sendall(b"POST %s/generate_stream HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (MODEL.encode(), len(body), body))
+            received = b""
+            while b"data: " not in received:
+                received += sock.recv(4096)
+            assert server.process is not None
+            os.kill(server.process.pid, signal.SIGKILL)  # tritonserver dies mid-stream
+            while part := sock.recv(65536):
+                received += part
+        # Chunked transfer ends with an empty chunk: without it the client knows the
+        # answer is incomplete (http.client raises IncompleteRead).
+        assert not received.endswith(b"0\r\n\r\n"), received[-200:]
+        assert server.guard is not None and server.guard.poll() is None  # still serving
+        status, answer = http(server, "GET", "/v2/health/live")
+        assert status == 502 and "tritonserver did not answer" in answer
+    finally:
+        server.stop()
