@@ -8,6 +8,7 @@ The test servers (conftest) run behind the guard, as ``fastapply serve`` does:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -245,17 +246,16 @@ def test_an_unreachable_triton_is_a_502_that_says_so() -> None:
         assert http_guard.stop(proc) is None
 
 
-# -- a client that leaves -------------------------------------------------------------
+# -- a client that leaves, a server that breaks off ----------------------------------
 
 
-@pytest.mark.server
-@pytest.mark.slow
-def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None:
-    cancelled = 'outcome="cancelled"'
-    before = metric(tiny_server, "fastapply_requests_total", cancelled)
+@contextlib.contextmanager
+def endless_stream(port: int) -> Iterator[tuple[socket.socket, bytes]]:
+    """A raw ``generate_stream`` request the tiny model never finishes, once its first
+    event came: (the socket, what was received); the socket closes on exit."""
     body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1],
                        "stream": True}).encode()
-    with socket.create_connection(("127.0.0.1", tiny_server.http_port), timeout=60) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
         sock.sendall(b"POST %s/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
                      b"\r\n%s" % (MODEL.encode(), len(body), body))
         received = b""
@@ -263,6 +263,16 @@ def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None
             part = sock.recv(4096)
             assert part, f"the stream ended before its first event: {received!r}"
             received += part
+        yield sock, received
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None:
+    cancelled = 'outcome="cancelled"'
+    before = metric(tiny_server, "fastapply_requests_total", cancelled)
+    with endless_stream(tiny_server.http_port):
+        pass  # the client leaves after the first event
 
     def counted() -> bool:
         # Counters go out with a request's answer: a cheap request carries them.
@@ -273,46 +283,6 @@ def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None
     status, answer = post(tiny_server, f"{MODEL}/generate",
                           {"initial_code": TINY_COMPLETE[0], "edit_snippet": TINY_COMPLETE[1]})
     assert status == 200 and json.loads(json.loads(answer)["stats"])["finish_reason"] == "stop"
-
-
-# -- fastapply serve --------------------------------------------------------------------
-
-
-@pytest.mark.server
-@pytest.mark.parametrize("guard", ["on", "off"])
-def test_serve_http_guard_on_and_off(guard: str) -> None:
-    import signal
-    from types import SimpleNamespace
-
-    from test_serving import serve_command
-
-    proc = subprocess.Popen(serve_command("--http-guard", guard), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        lines = [proc.stdout.readline()]
-        while "Ctrl-C stops it" not in lines[-1]:
-            lines.append(proc.stdout.readline())
-            assert lines[-1], "".join(lines)
-        http_line = next(line for line in lines if line.strip().startswith("HTTP"))
-        server = SimpleNamespace(http_port=int(http_line.rsplit(":", 1)[1]))
-        status, answer = post(server, GENERATE_PATHS[0], {**GOOD, "stream": "yes"})
-        if guard == "on":
-            assert any("tritonserver's own HTTP on http://127.0.0.1:" in line
-                       for line in lines), lines
-            assert status == 400 and "stream is the string" in answer
-        else:  # Triton's port as is, with its 500
-            assert not any("guard" in line for line in lines), lines
-            assert status == 500 and "non-boolean as boolean" in answer
-        assert post(server, GENERATE_PATHS[0], GOOD)[0] == 200
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        assert "every request in flight was answered" in out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.server
@@ -329,14 +299,7 @@ def test_a_stream_triton_breaks_off_is_cut_off_for_the_client_too(
                              device="cpu", dtype="float32", worker_threads=1)
     server = TritonServer(repo, log_path=tmp_path / "server.log").start()
     try:
-        body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1],
-                           "stream": True}).encode()
-        with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as sock:
-            sock.sendall(b"POST %s/generate_stream HTTP/1.1\r\nHost: x\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (MODEL.encode(), len(body), body))
-            received = b""
-            while b"data: " not in received:
-                received += sock.recv(4096)
+        with endless_stream(server.http_port) as (sock, received):
             assert server.process is not None
             os.kill(server.process.pid, signal.SIGKILL)  # tritonserver dies mid-stream
             while part := sock.recv(65536):

@@ -22,31 +22,21 @@ import argparse
 import http.client
 import json
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
-from fastapply.bench.common import percentile, print_table
+from fastapply.bench.common import interleaved_ms, percentile, post_ok, print_table
+from fastapply.bench.openai_front import add_arguments
 from fastapply.bench.serve import make_edit
+
+__all__ = ["add_arguments", "run"]
 
 PATHS = ("direct", "guard", "direct_stream", "guard_stream")
 GENERATE = "/v2/models/fast_apply/generate"
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lines", type=int, default=500, help="lines in the edited file (500)")
-    p.add_argument("--requests", type=int, default=500,
-                   help="requests down each path, interleaved (500)")
-    p.add_argument("--warmup", type=int, default=20, help="untimed requests per path (20)")
-
-
 def _post(conn: http.client.HTTPConnection, path: str, body: bytes) -> bytes:
-    conn.request("POST", path, body, {"Content-Type": "application/json"})
-    response = conn.getresponse()
-    data = response.read()
-    if response.status != 200:
-        raise SystemExit(f"bench http_guard: {path} answered {response.status}: {data[:300]!r}")
-    return data
+    return post_ok(conn, path, body, "http_guard")
 
 
 def _streamed_text(raw: bytes) -> str:
@@ -62,7 +52,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     body = json.dumps({"initial_code": original, "edit_snippet": snippet}).encode()
     stream_body = json.dumps({"initial_code": original, "edit_snippet": snippet,
                               "stream": True}).encode()
-    times: dict[str, list[float]] = {p: [] for p in PATHS}
     with tempfile.TemporaryDirectory(prefix="fastapply-bench-") as tmp:
         repo = render_repository(tmp, runtime="deterministic")
         with TritonServer(repo) as server:
@@ -76,15 +65,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "guard_stream": lambda: _streamed_text(
                     _post(guard, f"{GENERATE}_stream", stream_body)),
             }
-            for i in range(args.warmup + args.requests):
-                for path, call in calls.items():
-                    t0 = time.perf_counter()
-                    merged = call()
-                    elapsed_ms = (time.perf_counter() - t0) * 1e3
-                    if merged != expected:
-                        raise SystemExit(f"bench http_guard: {path} returned a different merge")
-                    if i >= args.warmup:
-                        times[path].append(elapsed_ms)
+            times = interleaved_ms(calls, expected, args.warmup, args.requests, "http_guard")
             direct.close()
             guard.close()
     result: dict[str, Any] = {"lines": original.count("\n") + 1, "requests": args.requests,
