@@ -225,6 +225,13 @@ class TritonServer:
     def guard_log_path(self) -> Path:
         return self.log_path.with_name(f"{self.log_path.stem}.http-guard.log")
 
+    def _guard_log(self, lines: int = 5) -> str:
+        try:
+            text = self.guard_log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(line for line in text[-lines:] if line.strip())
+
     @property
     def metrics_url(self) -> str:
         return f"http://{self._connect_host}:{self.metrics_port}/metrics"
@@ -280,8 +287,8 @@ class TritonServer:
             if self.guard is not None and self.guard.poll() is not None:
                 status = self.guard.returncode
                 self.stop()
-                raise ServerError(f"the HTTP guard exited with status {status} on start; "
-                                  f"its log: {self.guard_log_path}")
+                raise ServerError(f"the HTTP guard for port {self.http_port} exited with "
+                                  f"status {status} on start; its log:\n{self._guard_log()}")
             if self.ready():
                 return self
             time.sleep(0.2)
@@ -504,8 +511,9 @@ def run(args: argparse.Namespace) -> int:
               + (f"  OpenAI   {front.url}/v1\n" if front else "") +
               f"  log      {server.log_path}\n"
               f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
-              + (f"  guard    HTTP generate requests checked; tritonserver's own HTTP on "
-                 f"{server.triton_http_url}\n" if server.http_guard else "") +
+              + (f"  guard    HTTP generate requests checked (log {server.guard_log_path}); "
+                 f"tritonserver's own HTTP on {server.triton_http_url}\n"
+                 if server.http_guard else "") +
               "Ctrl-C stops it.", flush=True)
         problems: list[str] = []
         try:
