@@ -35,9 +35,11 @@ class UpstreamError(ConnectionError):
 class _Parsed:
     """httptools' callbacks for one response: what has arrived so far."""
 
-    __slots__ = ("body", "done", "headers", "headers_done")
+    __slots__ = ("body", "done", "headers", "headers_done", "keep_alive", "parser")
 
     def __init__(self) -> None:
+        self.parser: Any = None  # the httptools parser these callbacks belong to
+        self.keep_alive = False  # the server keeps the connection open after this answer
         self.headers: list[tuple[bytes, bytes]] = []  # as sent, in order
         self.headers_done = False
         self.body: list[bytes] = []  # parts not handed on yet (de-chunked)
@@ -48,6 +50,8 @@ class _Parsed:
 
     def on_headers_complete(self) -> None:
         self.headers_done = True
+        # llhttp answers this from the headers, and only until the message is complete
+        self.keep_alive = bool(self.parser.should_keep_alive())
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -121,7 +125,7 @@ class Exchange:
         import httptools
 
         self._parsed = _Parsed()
-        self._parser = httptools.HttpResponseParser(self._parsed)
+        self._parser = self._parsed.parser = httptools.HttpResponseParser(self._parsed)
 
     async def _read_until(self, condition: Any) -> bool:
         """Feed the parser until ``condition()``: True; False if the connection ended
@@ -166,8 +170,8 @@ class Exchange:
                     raise UpstreamError("the request was aborted" if self.aborted else
                                         "tritonserver closed the connection mid-answer")
         finally:
-            if parsed.done and not self._head and not self.aborted and \
-                    self._parser.should_keep_alive() and self._conn is not None:
+            if parsed.done and not self._head and not self.aborted and parsed.keep_alive \
+                    and self._conn is not None:
                 self.upstream.give_back(self._conn)
                 self._conn = None
             else:

@@ -312,3 +312,26 @@ def test_a_stream_triton_breaks_off_is_cut_off_for_the_client_too(
         assert status == 502 and "tritonserver did not answer" in answer
     finally:
         server.stop()
+
+
+@pytest.mark.server
+def test_connections_to_triton_are_kept_for_the_next_request(det_server: Any) -> None:
+    # Reading llhttp's keep-alive flag once the answer was complete (always false then)
+    # made the guard connect anew for every request, doubling what it adds.
+    import asyncio
+
+    from fastapply.http_upstream import Upstream
+
+    async def three_requests() -> list[tuple[int, bytes, Any]]:
+        upstream = Upstream("127.0.0.1", det_server.triton_http_port)
+        answers = []
+        for path in ("/v2/health/ready", "/v2/models/fast_apply", "/v2/health/live"):
+            status, body = await upstream.get(path)
+            answers.append((status, body, upstream.idle[-1] if upstream.idle else None))
+        upstream.close()
+        return answers
+
+    answers = asyncio.run(three_requests())
+    assert [status for status, _, _ in answers] == [200, 200, 200]
+    assert b'"name":"fast_apply"' in answers[1][1]
+    assert answers[0][2] is not None and all(a[2] is answers[0][2] for a in answers)
