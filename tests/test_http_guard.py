@@ -335,3 +335,45 @@ def test_connections_to_triton_are_kept_for_the_next_request(det_server: Any) ->
     assert [status for status, _, _ in answers] == [200, 200, 200]
     assert b'"name":"fast_apply"' in answers[1][1]
     assert answers[0][2] is not None and all(a[2] is answers[0][2] for a in answers)
+
+
+def test_a_kept_connection_the_server_closed_meanwhile_is_retried_fresh() -> None:
+    # An HTTP/1.1 server that answers without "Connection: close" and then closes: the
+    # guard's kept connection is dead when the next request comes.
+    import asyncio
+    import http.server
+    import time
+
+    from fastapply.http_upstream import Upstream
+
+    class CloseAfterAnswer(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+            self.close_connection = True
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CloseAfterAnswer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    async def twice() -> list[tuple[int, bytes]]:
+        upstream = Upstream("127.0.0.1", server.server_address[1])
+        first = await upstream.get("/a")
+        assert len(upstream.idle) == 1  # kept: the server did not say it would close
+        time.sleep(0.2)  # the server's close arrives meanwhile
+        second = await upstream.get("/b")
+        upstream.close()
+        return [first, second]
+
+    try:
+        assert asyncio.run(twice()) == [(200, b"ok"), (200, b"ok")]
+    finally:
+        server.shutdown()
+        server.server_close()
