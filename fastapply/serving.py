@@ -14,6 +14,11 @@ statistics, ...) are restricted on HTTP and gRPC: a request must carry the heade
 ADMIN_HEADER (gRPC: ``triton-grpc-protocol-`` + ADMIN_HEADER) with the operator's key,
 ``$FASTAPPLY_ADMIN_KEY`` for ``fastapply serve``; without one, a random key nobody knows
 closes them. Health, metadata and inference stay open.
+
+The HTTP port is served by :mod:`fastapply.http_guard` (``http_guard=True``, the
+default): it answers client errors in generate requests with 400 and a message where
+Triton's own parsing answers 500, and relays everything else to tritonserver's HTTP,
+which then listens on a loopback port of its own (``triton_http_port``).
 """
 
 from __future__ import annotations
@@ -177,7 +182,8 @@ class TritonServer:
                  grpc_port: int | None = None, http_port: int | None = None,
                  metrics_port: int | None = None, log_path: str | Path | None = None,
                  startup_timeout_s: float = 120.0, admin_key: str | None = None,
-                 grace_period_s: float = DEFAULT_GRACE_PERIOD_S) -> None:
+                 grace_period_s: float = DEFAULT_GRACE_PERIOD_S,
+                 http_guard: bool = True) -> None:
         if admin_key is not None and not _ADMIN_KEY_RE.fullmatch(admin_key):
             raise ServerError(f"the admin key must be at least 16 characters of A-Z a-z 0-9 "
                               f". _ ~ - (set {ADMIN_KEY_ENV}); e.g. python3 -c 'import "
@@ -188,6 +194,10 @@ class TritonServer:
         self.host = host
         self.grpc_port = grpc_port or free_port()
         self.http_port = http_port or free_port()
+        #: tritonserver's own HTTP port: on loopback behind the guard, else the public one
+        self.triton_http_port = free_port() if http_guard else self.http_port
+        self.http_guard = http_guard
+        self.guard: subprocess.Popen[bytes] | None = None  # fastapply.http_guard
         self.metrics_port = metrics_port or free_port()
         self.startup_timeout_s = startup_timeout_s
         self.grace_period_s = grace_period_s
@@ -204,6 +214,23 @@ class TritonServer:
     @property
     def http_url(self) -> str:
         return f"http://{self._connect_host}:{self.http_port}"
+
+    @property
+    def triton_http_url(self) -> str:
+        """tritonserver's own HTTP, without the guard (loopback when there is one)."""
+        host = "127.0.0.1" if self.http_guard else self._connect_host
+        return f"http://{host}:{self.triton_http_port}"
+
+    @property
+    def guard_log_path(self) -> Path:
+        return self.log_path.with_name(f"{self.log_path.stem}.http-guard.log")
+
+    def _guard_log(self, lines: int = 5) -> str:
+        try:
+            text = self.guard_log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(line for line in text[-lines:] if line.strip())
 
     @property
     def metrics_url(self) -> str:
@@ -235,13 +262,19 @@ class TritonServer:
         cmd = [str(binary), f"--model-repository={self.model_repository}",
                f"--backend-directory={backends}",
                f"--grpc-address={self.host}", f"--grpc-port={self.grpc_port}",
-               f"--http-address={self.host}", f"--http-port={self.http_port}",
+               f"--http-address={'127.0.0.1' if self.http_guard else self.host}",
+               f"--http-port={self.triton_http_port}",
                f"--metrics-address={self.host}", f"--metrics-port={self.metrics_port}",
                "--allow-metrics=true", "--allow-gpu-metrics=false",
                "--strict-readiness=true", "--exit-on-error=true", "--log-verbose=0",
                f"--exit-timeout-secs={self.exit_timeout_s}",
                *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
                  for option in ("--http-restricted-api", "--grpc-restricted-protocol"))]
+        if self.http_guard:
+            from fastapply import http_guard
+
+            self.guard = http_guard.spawn(f"127.0.0.1:{self.triton_http_port}", self.host,
+                                          self.http_port, self.guard_log_path)
         self.process = spawn_server(cmd, self.log_path, env)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
@@ -251,6 +284,11 @@ class TritonServer:
                 self.stop()
                 raise ServerError(f"tritonserver exited with status {status} while loading; "
                                   f"log tail:\n{tail}")
+            if self.guard is not None and self.guard.poll() is not None:
+                status = self.guard.returncode
+                self.stop()
+                raise ServerError(f"the HTTP guard for port {self.http_port} exited with "
+                                  f"status {status} on start; its log:\n{self._guard_log()}")
             if self.ready():
                 return self
             time.sleep(0.2)
@@ -260,8 +298,13 @@ class TritonServer:
                           f"log tail:\n{tail}")
 
     def ready(self) -> bool:
+        """The model is ready (through the guard, when there is one) and the metrics
+        endpoint answers too, so that a caller can read /metrics at once."""
         try:
             with urllib.request.urlopen(f"{self.http_url}/v2/health/ready", timeout=1) as r:
+                if r.status != 200:
+                    return False
+            with urllib.request.urlopen(self.metrics_url, timeout=1) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
@@ -295,6 +338,13 @@ class TritonServer:
                                                 log_start)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        # The guard goes last: it relays the answers of the drain.
+        from fastapply import http_guard
+
+        guard, self.guard = self.guard, None
+        problem = http_guard.stop(guard) if guard is not None else None
+        if problem is not None:
+            problems.append(problem)
         if self._shutdown_dir is not None:
             problems += list(read_dropped(self._shutdown_dir))
             shutil.rmtree(self._shutdown_dir, ignore_errors=True)
@@ -382,6 +432,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--http-port", type=int, default=8000)
     p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--http-guard", choices=["on", "off"], default="on",
+                   help="on (default): the HTTP port answers client errors in generate "
+                        "requests with 400 and a message (fastapply.http_guard) and relays "
+                        "the rest to tritonserver on a loopback port; off: tritonserver's "
+                        "own HTTP on the port, as is (500 for such errors)")
     p.add_argument("--openai-port", type=int, default=0,
                    help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
                         "(fastapply.openai_server; 0: off)")
@@ -419,7 +474,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
                                   http_port=args.http_port, metrics_port=args.metrics_port,
-                                  admin_key=admin_key, grace_period_s=args.grace_period_s)
+                                  admin_key=admin_key, grace_period_s=args.grace_period_s,
+                                  http_guard=args.http_guard == "on")
         except ServerError as exc:
             print(f"fastapply serve: {exc}", file=sys.stderr)
             return 2
@@ -455,13 +511,21 @@ def run(args: argparse.Namespace) -> int:
               + (f"  OpenAI   {front.url}/v1\n" if front else "") +
               f"  log      {server.log_path}\n"
               f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
-              f"Ctrl-C stops it.", flush=True)
+              + (f"  guard    HTTP generate requests checked (log {server.guard_log_path}); "
+                 f"tritonserver's own HTTP on {server.triton_http_url}\n"
+                 if server.http_guard else "") +
+              "Ctrl-C stops it.", flush=True)
         problems: list[str] = []
         try:
             while not stop["now"]:
                 if server.process is None or server.process.poll() is not None:
                     print(f"fastapply serve: tritonserver exited; log tail:\n"
                           f"{server.log_tail()}", file=sys.stderr)
+                    return 1
+                if server.http_guard and (server.guard is None or
+                                          server.guard.poll() is not None):
+                    print(f"fastapply serve: the HTTP guard exited; its log: "
+                          f"{server.guard_log_path}", file=sys.stderr)
                     return 1
                 if front and (front.process is None or front.process.poll() is not None):
                     print("fastapply serve: the OpenAI front exited", file=sys.stderr)

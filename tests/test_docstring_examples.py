@@ -13,7 +13,7 @@ MODULES = [
     "fastapply.bench.merge_shapes", "fastapply._merge_lazy",
     "fastapply.precision", "fastapply.corpus.languages", "fastapply.corpus.snippets",
     "fastapply.corpus.split", "fastapply.corpus.verify",
-    "fastapply.bench.baselines", "fastapply.model_repo",
+    "fastapply.bench.baselines", "fastapply.model_repo", "fastapply.http_guard",
 ]
 
 

@@ -61,9 +61,11 @@ class Burst:
     request is the refusal of a file cut at ``max_tokens`` (never a fragment as success).
     """
 
-    def __init__(self, grpc_url: str, n: int, max_tokens: int = SLOW_TOKENS) -> None:
+    def __init__(self, grpc_url: str, n: int, max_tokens: int = SLOW_TOKENS,
+                 http_url: str | None = None) -> None:
         self.outcomes: dict[int, tuple[str, Any]] = {}
-        self.threads = [threading.Thread(target=self._one, args=(grpc_url, i, max_tokens))
+        one, url = (self._one_http, http_url) if http_url else (self._one, grpc_url)
+        self.threads = [threading.Thread(target=one, args=(url, i, max_tokens))
                         for i in range(n)]
         for thread in self.threads:
             thread.start()
@@ -82,6 +84,29 @@ class Burst:
         except Exception as exc:  # asserted by the tests
             cut = f"the model reached max_tokens={max_tokens}" in str(exc)
             self.outcomes[i] = ("answered", "cut at max_tokens") if cut else ("error", str(exc))
+
+    def _one_http(self, url: str, i: int, max_tokens: int) -> None:
+        """The same over HTTP generate (even i) and generate_stream (odd i)."""
+        import http.client
+        import json
+
+        body = json.dumps({"initial_code": ORIGINAL, "edit_snippet": SNIPPET,
+                           "max_tokens": max_tokens, "stream": bool(i % 2)})
+        path = "/v2/models/fast_apply/generate" + ("_stream" if i % 2 else "")
+        conn = http.client.HTTPConnection(url.split("//")[1], timeout=120)
+        try:
+            conn.request("POST", path, body)
+            response = conn.getresponse()
+            text = response.read().decode()
+        except Exception as exc:  # asserted by the tests
+            self.outcomes[i] = ("error", f"{type(exc).__name__}: {exc}")
+            return
+        finally:
+            conn.close()
+        cut = f"the model reached max_tokens={max_tokens}" in text
+        self.outcomes[i] = ("answered", "cut at max_tokens") if cut else \
+            ("answered", "merged") if response.status == 200 and '"error"' not in text else \
+            ("error", f"{response.status}: {text[-300:]}")
 
     def join(self) -> dict[int, tuple[str, Any]]:
         for thread in self.threads:
@@ -159,9 +184,10 @@ def test_saturated_server_shows_its_queue_and_ends_idle_at_zero(
 # -- draining on SIGTERM ---------------------------------------------------------------
 
 
-def serve(repo: Path, grace_period_s: float) -> tuple[subprocess.Popen[str], str, str, Path]:
+def serve(repo: Path, grace_period_s: float
+          ) -> tuple[subprocess.Popen[str], str, str, Path, str]:
     """`fastapply serve` on free ports, once ready: (process, gRPC address, metrics URL,
-    server log)."""
+    server log, HTTP URL)."""
     from fastapply.serving import free_port
 
     grpc, http, metrics = (free_port() for _ in range(3))
@@ -177,17 +203,19 @@ def serve(repo: Path, grace_period_s: float) -> tuple[subprocess.Popen[str], str
         if proc.poll() is not None:
             pytest.fail(f"fastapply serve exited: {proc.stderr.read() if proc.stderr else ''}")
     log = next(line.split()[-1] for line in lines if line.strip().startswith("log"))
-    return proc, f"127.0.0.1:{grpc}", f"http://127.0.0.1:{metrics}/metrics", Path(log)
+    return (proc, f"127.0.0.1:{grpc}", f"http://127.0.0.1:{metrics}/metrics", Path(log),
+            f"http://127.0.0.1:{http}")
 
 
 def sigterm_during_burst(repo: Path, grace_period_s: float, n: int,
-                         max_tokens: int = SLOW_TOKENS
+                         max_tokens: int = SLOW_TOKENS, http: bool = False
                          ) -> tuple[dict[int, tuple[str, Any]], int, str, str]:
-    """Start serve, send ``n`` slow requests, SIGTERM serve once the model holds all of
-    them; (outcomes, serve's exit status, its stderr, the server log)."""
-    proc, grpc_url, metrics_url, log = serve(repo, grace_period_s)
+    """Start serve, send ``n`` slow requests (gRPC, or HTTP through the guard), SIGTERM
+    serve once the model holds all of them; (outcomes, serve's exit status, its stderr,
+    the server log)."""
+    proc, grpc_url, metrics_url, log, http_url = serve(repo, grace_period_s)
     try:
-        burst = Burst(grpc_url, n, max_tokens)
+        burst = Burst(grpc_url, n, max_tokens, http_url if http else None)
         wait_for(lambda: metric(metrics_url, QUEUED) + metric(metrics_url, IN_FLIGHT) == n,
                  f"holding all {n} requests")
         proc.send_signal(signal.SIGTERM)
@@ -216,6 +244,21 @@ def test_sigterm_drains_a_burst_longer_than_tritons_old_exit_timeout(
     outcomes, status, stderr, log = sigterm_during_burst(
         render_slow(tmp_path, tiny_model_dir), grace_period_s=120, n=12,
         max_tokens=4 * SLOW_TOKENS)
+    assert [o for o in outcomes.values() if o[0] != "answered"] == []
+    assert len(outcomes) == 12
+    assert crash_lines(log) == []
+    assert status == 0, stderr
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_sigterm_drains_http_requests_through_the_guard(tmp_path: Path,
+                                                        tiny_model_dir: Path) -> None:
+    # HTTP generate and generate_stream reach Triton through fastapply.http_guard: the
+    # guard stays up until tritonserver drained, so every answer gets through.
+    outcomes, status, stderr, log = sigterm_during_burst(
+        render_slow(tmp_path, tiny_model_dir), grace_period_s=120, n=12,
+        max_tokens=4 * SLOW_TOKENS, http=True)
     assert [o for o in outcomes.values() if o[0] != "answered"] == []
     assert len(outcomes) == 12
     assert crash_lines(log) == []

@@ -300,15 +300,31 @@ def test_serve_exits_nonzero_with_the_log_tail_when_the_model_fails(tmp_path: Pa
 
 
 @pytest.mark.server
-def test_serve_prints_addresses_and_stops_on_sigterm() -> None:
-    proc = subprocess.Popen(serve_command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_serve_prints_addresses_and_stops_on_sigterm(guard: str) -> None:
+    # --http-guard off: tritonserver's own HTTP on the port, with its 500 for client errors
+    proc = subprocess.Popen(serve_command("--http-guard", guard), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(5)]
+        lines = [proc.stdout.readline()]
+        while "Ctrl-C stops it" not in lines[-1]:
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)
         assert any("gRPC" in line for line in lines), lines
         assert any("metrics" in line for line in lines), lines
-        time.sleep(0.2)
+        http_url = next(line for line in lines if line.strip().startswith("HTTP")).split()[-1]
+        generate = f"{http_url}/v2/models/fast_apply/generate"
+        status, answer = post(generate, {"initial_code": ORIGINAL, "edit_snippet": SNIPPET,
+                                         "stream": "yes"})
+        if guard == "on":
+            assert any("tritonserver's own HTTP on http://127.0.0.1:" in line
+                       for line in lines), lines
+            assert status == 400 and "stream is the string" in answer
+        else:
+            assert not any("guard" in line for line in lines), lines
+            assert status == 500 and "non-boolean as boolean" in answer
+        assert post(generate, {"initial_code": ORIGINAL, "edit_snippet": SNIPPET})[0] == 200
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err

@@ -1,4 +1,4 @@
-"""``python -m fastapply.bench {drafting,merge,runtime,serve,openai_front} ...``
+"""``python -m fastapply.bench {drafting,merge,runtime,serve,openai_front,http_guard} ...``
 
 Each subcommand lives in ``fastapply/bench/<name>.py`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> dict``; the dict is printed as the last line.
@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "runtime": "greedy vs prompt lookup vs speculative edits on a real model (lossless check)",
     "serve": "Triton/gRPC overhead against in-process merges",
     "openai_front": "what the OpenAI/Morph/Relace HTTP front adds over direct gRPC",
+    "http_guard": "what the HTTP guard adds per generate request over Triton's own port",
 }
 
 

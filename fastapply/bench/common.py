@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import statistics
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fastapply.examples import load_edits
 
-__all__ = ["emit", "load_edits", "percentile", "print_table"]
+__all__ = ["emit", "interleaved_ms", "load_edits", "percentile", "post_ok", "print_table"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -50,3 +52,32 @@ def emit(result: dict[str, Any], path: Path | None = None) -> None:
     if path is not None:
         path.write_text(line + "\n")
     print(line, flush=True)
+
+
+def post_ok(conn: http.client.HTTPConnection, path: str, body: bytes, bench: str) -> bytes:
+    """POST a JSON ``body`` on a kept-alive connection; its answer, or SystemExit naming
+    the benchmark ``bench`` when the status is not 200."""
+    conn.request("POST", path, body, {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    data = response.read()
+    if response.status != 200:
+        raise SystemExit(f"bench {bench}: {path} answered {response.status}: {data[:300]!r}")
+    return data
+
+
+def interleaved_ms(calls: Mapping[str, Callable[[], str]], expected: str, warmup: int,
+                   requests: int, bench: str) -> dict[str, list[float]]:
+    """Each call ``warmup + requests`` times, taking turns (so all see the same machine
+    load): per call name, the milliseconds of the timed ones. Every call must return
+    ``expected`` (SystemExit naming the benchmark ``bench`` otherwise)."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for i in range(warmup + requests):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            merged = call()
+            elapsed_ms = (time.perf_counter() - t0) * 1e3
+            if merged != expected:
+                raise SystemExit(f"bench {bench}: {name} returned a different merge")
+            if i >= warmup:
+                times[name].append(elapsed_ms)
+    return times

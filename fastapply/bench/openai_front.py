@@ -22,11 +22,10 @@ import argparse
 import http.client
 import json
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
-from fastapply.bench.common import percentile, print_table
+from fastapply.bench.common import interleaved_ms, percentile, post_ok, print_table
 from fastapply.bench.serve import make_edit
 
 PATHS = ("grpc", "chat", "chat_stream", "relace", "openai_sdk")
@@ -40,12 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _post(conn: http.client.HTTPConnection, path: str, body: bytes) -> bytes:
-    conn.request("POST", path, body, {"Content-Type": "application/json"})
-    response = conn.getresponse()
-    data = response.read()
-    if response.status != 200:
-        raise SystemExit(f"bench openai_front: {path} answered {response.status}: {data[:300]!r}")
-    return data
+    return post_ok(conn, path, body, "openai_front")
 
 
 def _streamed_text(raw: bytes) -> str:
@@ -72,7 +66,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     stream_body = json.dumps({"model": "morph-v3-fast", "stream": True, "messages": [
         {"role": "user", "content": message}]}).encode()
     relace_body = json.dumps({"initialCode": original, "editSnippet": snippet}).encode()
-    times: dict[str, list[float]] = {p: [] for p in PATHS}
     with tempfile.TemporaryDirectory(prefix="fastapply-bench-") as tmp:
         repo = render_repository(tmp, runtime="deterministic")
         with TritonServer(repo) as server, OpenAIFront(server.grpc_url) as front, \
@@ -91,16 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     model="morph-v3-fast", messages=[{"role": "user", "content": message}]
                 ).choices[0].message.content or "",
             }
-            for i in range(args.warmup + args.requests):
-                for path, call in calls.items():
-                    t0 = time.perf_counter()
-                    merged = call()
-                    elapsed_ms = (time.perf_counter() - t0) * 1e3
-                    if merged != expected:
-                        raise SystemExit(f"bench openai_front: {path} returned a different "
-                                         f"merge")
-                    if i >= args.warmup:
-                        times[path].append(elapsed_ms)
+            times = interleaved_ms(calls, expected, args.warmup, args.requests, "openai_front")
             conn.close()
             sdk.close()
     result: dict[str, Any] = {"lines": original.count("\n") + 1, "requests": args.requests,
