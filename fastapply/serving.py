@@ -489,7 +489,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             server.start()
         except ServerError as exc:
-            print(f"fastapply serve: the model did not load.\n{exc}", file=sys.stderr)
+            what = "the server did not start" if "HTTP guard" in str(exc) else \
+                "the model did not load"
+            print(f"fastapply serve: {what}.\n{exc}", file=sys.stderr)
             return 1
         front = None
         try:

@@ -333,3 +333,20 @@ def test_serve_prints_addresses_and_stops_on_sigterm(guard: str) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.server
+def test_serve_says_the_server_did_not_start_when_the_http_port_is_taken() -> None:
+    # The HTTP guard cannot bind a port another process holds: the message said "the
+    # model did not load" above the guard's bind error.
+    import socket
+
+    cmd = serve_command("--runtime", "deterministic")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", int(cmd[cmd.index("--http-port") + 1])))
+        taken.listen()
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    assert done.returncode != 0
+    assert "the server did not start" in done.stderr and "HTTP guard" in done.stderr, \
+        done.stderr[-2000:]
+    assert "did not load" not in done.stderr
