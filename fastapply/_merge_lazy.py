@@ -857,8 +857,10 @@ _DEF_OTHER = re.compile(
     r"^\s*" + _MODIFIERS + r"(?:def|class|func|function|fn|fun|struct|enum|interface|trait|"
     r"impl|module|namespace|protocol|extension|object|record|typealias|mod|union)\s+"
     r"(?:self\.)?([A-Za-z_]\w*)"
-    r"|^\s*" + _MODIFIERS + r"(?!(?:return|new|else|throw|case|await|yield|delete|if|while|"
-    r"for|switch|catch|using|lock|when|sizeof|typeof)\b)[\w\[\].?*&:]+(?:<[^()]*>)?\s+"
+    r"|^\s*" + _MODIFIERS + r"(?!(?:return|new|else|elif|throw|raise|assert|case|await|yield|"
+    r"delete|del|if|unless|while|until|for|foreach|switch|match|catch|using|lock|when|sizeof|"
+    r"typeof|print|puts|echo|go|defer|not|and|or|in|is|goto|import|package|include|"
+    r"require|from|with|lambda)\b)[\w\[\].?*&:]+(?:<[^()]*>)?\s+"
     r"[*&]*([A-Za-z_]\w*)\s*\([^;=]*$"
     r"|^\s*(?:TEST|TEST_F|TEST_P|TYPED_TEST)\s*\(\s*\w+\s*,\s*(\w+)\s*\)"
     r"|^\s*(?:it|describe|context|test)\s+(['\"].+?['\"])")

@@ -164,12 +164,8 @@ def _exact_rate(field: str) -> float:
                for r in recs) / len(recs)
 
 
-# Lazy was 0.950 until the definition rule learnt other languages' headers (C++, Java,
-# Rust, ...): 284/300, the one lost ("raise" beside generic "else:" context) was refused
-# before and after; the rule gained 0.9 points on the repository-split corpus
-# (docs/benchmarks.md).
 @pytest.mark.parametrize("field,floor", [("search_replace", 0.99), ("udiff", 0.99),
-                                         ("lazy_snippet", 0.945)])
+                                         ("lazy_snippet", 0.95)])
 def test_corpus_exact_rate(field: str, floor: float) -> None:
     assert _exact_rate(field) >= floor
 
