@@ -1,4 +1,5 @@
-"""``fastapply serve``: run a real tritonserver with the fast_apply model.
+"""Run a real tritonserver with the fast_apply model (the ``fastapply serve`` command
+around it is :mod:`fastapply.serve_cli`; child-process plumbing is :mod:`fastapply.processes`).
 
 :class:`TritonServer` finds the server binary (the system one inside NVIDIA's container,
 ``/opt/tritonserver/bin/tritonserver``, else the one the ``nvidia-pytriton`` wheel ships),
@@ -23,7 +24,6 @@ which then listens on a loopback port of its own (``triton_http_port``).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import math
@@ -32,7 +32,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -43,6 +42,9 @@ from pathlib import Path
 from types import TracebackType
 
 from fastapply.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
+
+# Also imported from here by fastapply.http_guard, fastapply.openai_server and the tests.
+from fastapply.processes import free_port, spawn_server
 
 SYSTEM_TRITON = Path("/opt/tritonserver")
 
@@ -63,13 +65,6 @@ _FAILURE_MARKS = ("failed to load", "Failed to", "ERROR", "error:")
 
 class ServerError(RuntimeError):
     """The server did not start or the model did not load; carries the log's tail."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free right now on ``host``."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _pytriton_root() -> Path | None:
@@ -131,29 +126,6 @@ def _backends_dir(root: Path, stub: Path, version: str) -> Path:
     except OSError:  # another process put its (identical) folder there first
         shutil.rmtree(fresh, ignore_errors=True)
     return backends
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: Linux sends it SIGTERM when its parent dies, so a
-    killed test run or demo does not leave a server behind."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def spawn_server(cmd: list[str], log_path: Path | None,
-                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start a server process that `fastapply serve` (or a test) owns: in a session of
-    its own, so a terminal's Ctrl-C reaches its owner alone, which stops it in order; it
-    gets SIGTERM if its owner dies; its output goes to ``log_path`` (else inherited)."""
-    log = log_path.open("wb") if log_path is not None else None
-    try:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None,
-                                env=env, start_new_session=True, preexec_fn=_die_with_parent)
-    finally:
-        if log is not None:
-            log.close()
 
 
 #: Seconds tritonserver gets after the drain grace period: the model answers what is
@@ -402,147 +374,3 @@ class TritonServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
-
-
-# -- the command ------------------------------------------------------------------------
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model-repository", type=Path,
-                   help="an already rendered repository (default: render one for --runtime)")
-    p.add_argument("--model", type=Path, help="HF model dir (torch, trtllm-pytorch runtimes)")
-    p.add_argument("--engine", type=Path, help="TensorRT-LLM engine dir (trtllm-engine)")
-    p.add_argument("--tokenizer", type=Path, help="tokenizer dir when not the model's")
-    p.add_argument("--tiny-model", action="store_true",
-                   help="serve the tiny random model built locally (torch runtime)")
-    from fastapply.prompts import FORMATS
-    from fastapply.runtimes import RUNTIMES
-    from fastapply.service import ServiceConfig
-
-    p.add_argument("--runtime", choices=RUNTIMES, default=None,
-                   help="default: deterministic without a model, torch with --model")
-    # None leaves ServiceConfig's default (fastapply.service), the one place it is written
-    p.add_argument("--prompt-format", choices=sorted(FORMATS),
-                   help=f"default: {ServiceConfig.prompt_format}")
-    p.add_argument("--max-draft-len", type=int, help=f"default: {ServiceConfig.max_draft_len}")
-    p.add_argument("--context-limit", type=int)
-    p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--grpc-port", type=int, default=8001)
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--metrics-port", type=int, default=8002)
-    p.add_argument("--http-guard", choices=["on", "off"], default="on",
-                   help="on (default): the HTTP port answers client errors in generate "
-                        "requests with 400 and a message (fastapply.http_guard) and relays "
-                        "the rest to tritonserver on a loopback port; off: tritonserver's "
-                        "own HTTP on the port, as is (500 for such errors)")
-    p.add_argument("--openai-port", type=int, default=0,
-                   help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
-                        "(fastapply.openai_server; 0: off)")
-    p.add_argument("--grace-period-s", type=float, default=DEFAULT_GRACE_PERIOD_S,
-                   help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
-                        "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
-                        f"--exit-timeout-secs is this + {SHUTDOWN_MARGIN_S:.0f}, so give the "
-                        f"pod a terminationGracePeriodSeconds above this + "
-                        f"{SHUTDOWN_MARGIN_S + KILL_AFTER_S:.0f}")
-
-
-def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
-    """Render a repository from serve/demo arguments."""
-    from fastapply.model_repo import render_repository
-
-    model = args.model
-    if getattr(args, "tiny_model", False):
-        from fastapply.tinymodel import ensure_tiny_model
-
-        model = ensure_tiny_model()
-    runtime = args.runtime or ("torch" if model else
-                               "trtllm-engine" if getattr(args, "engine", None) else
-                               "deterministic")
-    return render_repository(
-        out_dir, runtime=runtime, model_dir=model, engine_dir=getattr(args, "engine", None),
-        tokenizer_dir=getattr(args, "tokenizer", None), prompt_format=args.prompt_format,
-        max_draft_len=args.max_draft_len, context_limit=args.context_limit,
-        device=args.device, dtype=args.dtype)
-
-
-def run(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="fastapply-repo-") as tmp:
-        repo = args.model_repository or render_for(args, Path(tmp))
-        admin_key = os.environ.get(ADMIN_KEY_ENV) or None
-        try:
-            server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
-                                  http_port=args.http_port, metrics_port=args.metrics_port,
-                                  admin_key=admin_key, grace_period_s=args.grace_period_s,
-                                  http_guard=args.http_guard == "on")
-        except ServerError as exc:
-            print(f"fastapply serve: {exc}", file=sys.stderr)
-            return 2
-        stop = {"now": False}
-
-        def on_signal(signum: int, frame: object) -> None:
-            stop["now"] = True
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        try:
-            server.start()
-        except ServerError as exc:
-            what = "the server did not start" if "HTTP guard" in str(exc) else \
-                "the model did not load"
-            print(f"fastapply serve: {what}.\n{exc}", file=sys.stderr)
-            return 1
-        front = None
-        try:
-            if getattr(args, "openai_port", 0):
-                from fastapply.openai_server import OpenAIFront
-
-                front = OpenAIFront(server.grpc_url, host=args.host, port=args.openai_port)
-                front.start()
-        except ServerError as exc:
-            server.stop()
-            print(f"fastapply serve: {exc}", file=sys.stderr)
-            return 1
-        admin = (f"header {ADMIN_HEADER}" if admin_key else
-                 f"closed (set {ADMIN_KEY_ENV} to open them)")
-        print(f"fastapply serving model 'fast_apply' from {repo}\n"
-              f"  gRPC     {server.grpc_url}\n"
-              f"  HTTP     {server.http_url}\n"
-              f"  metrics  {server.metrics_url}\n"
-              + (f"  OpenAI   {front.url}/v1\n" if front else "") +
-              f"  log      {server.log_path}\n"
-              f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
-              + (f"  guard    HTTP generate requests checked (log {server.guard_log_path}); "
-                 f"tritonserver's own HTTP on {server.triton_http_url}\n"
-                 if server.http_guard else "") +
-              "Ctrl-C stops it.", flush=True)
-        problems: list[str] = []
-        try:
-            while not stop["now"]:
-                if server.process is None or server.process.poll() is not None:
-                    print(f"fastapply serve: tritonserver exited; log tail:\n"
-                          f"{server.log_tail()}", file=sys.stderr)
-                    return 1
-                if server.http_guard and (server.guard is None or
-                                          server.guard.poll() is not None):
-                    print(f"fastapply serve: the HTTP guard exited; its log: "
-                          f"{server.guard_log_path}", file=sys.stderr)
-                    return 1
-                if front and (front.process is None or front.process.poll() is not None):
-                    print("fastapply serve: the OpenAI front exited", file=sys.stderr)
-                    return 1
-                time.sleep(0.2)
-            print(f"fastapply serve: stopping: new requests are refused, requests in flight "
-                  f"get {server.grace_period_s:g} s to finish.", flush=True)
-            problems = server.stop()  # drains first: the OpenAI front relays the answers
-        finally:
-            if front:
-                front.stop()
-            server.stop()  # a no-op after the drain
-        if problems:
-            print("fastapply serve: stopped, but not cleanly:\n  " + "\n  ".join(problems),
-                  file=sys.stderr)
-            return 1
-        print("fastapply serve: stopped; every request in flight was answered.")
-        return 0

@@ -1,0 +1,45 @@
+"""Child processes that fastapply owns (tritonserver, the HTTP guard, the OpenAI front).
+
+:func:`spawn_server` starts one in a session of its own that dies with its owner;
+:func:`free_port` picks a port for it. Nothing here knows about Triton: the servers
+themselves are in :mod:`fastapply.serving`, :mod:`fastapply.http_guard` and
+:mod:`fastapply.openai_server`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free right now on ``host``."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: Linux sends it SIGTERM when its parent dies, so a
+    killed test run or demo does not leave a server behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def spawn_server(cmd: list[str], log_path: Path | None,
+                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a server process that `fastapply serve` (or a test) owns: in a session of
+    its own, so a terminal's Ctrl-C reaches its owner alone, which stops it in order; it
+    gets SIGTERM if its owner dies; its output goes to ``log_path`` (else inherited)."""
+    log = log_path.open("wb") if log_path is not None else None
+    try:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None,
+                                env=env, start_new_session=True, preexec_fn=_die_with_parent)
+    finally:
+        if log is not None:
+            log.close()
