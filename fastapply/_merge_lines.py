@@ -1,0 +1,125 @@
+"""The original's lines by key and by word, and how alike two lines are: the indexes and
+weights that both passes of the lazy merge (and the SEARCH/REPLACE search) read."""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+from fastapply._merge_costs import BLANK_WEIGHT, SIMILAR, SIMILAR_PROBES, UNIT, WorkBudget
+
+_WORD = re.compile(r"\w+|[^\w\s]+")
+
+
+def key_exact(line: str) -> str:
+    return line.rstrip()
+
+
+def key_loose(line: str) -> str:
+    return line.strip()
+
+
+#: The key functions as the str methods they call (mapped at C speed over large files).
+_METHODS: dict[Callable[[str], str], Callable[[str], str]] = {key_exact: str.rstrip,
+                                                              key_loose: str.strip}
+
+
+def positions(orig: Sequence[str], key: Callable[[str], str]) -> dict[str, list[int]]:
+    """Original line numbers (0-based) by key."""
+    table: dict[str, list[int]] = {}
+    get = table.get
+    for j, k in enumerate(map(_METHODS.get(key, key), orig)):
+        js = get(k)
+        if js is None:
+            table[k] = [j]
+        else:
+            js.append(j)
+    return table
+
+
+def weight(k: str, count: int) -> int:
+    """Match weight of a line whose key occurs ``count`` times in the original.
+
+    >>> weight("return x", 1), weight("}", 25), weight("", 300)
+    (1000, 200, 20)
+    """
+    if not k.strip():
+        return BLANK_WEIGHT
+    return max(BLANK_WEIGHT, int(UNIT / math.sqrt(max(1, count))))
+
+
+def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:
+    """Are the two runs of lines equal (ignoring blank lines at the end of the file)?"""
+    a, b = list(a), list(b)
+    while to_the_end and a and not a[-1].strip():
+        a.pop()
+    while to_the_end and b and not b[-1].strip():
+        b.pop()
+    return a == b
+
+
+def word_index(table: dict[str, list[int]]) -> dict[str, list[str]]:
+    """The original's distinct lines (keys of ``table``) by each word they hold."""
+    index: dict[str, list[str]] = {}
+    get, words = index.get, _WORD.findall  # (not ``tokens``: its cache is for the merge)
+    for okey in table:
+        for w in set(words(okey)):
+            keys = get(w)
+            if keys is None:
+                index[w] = [okey]
+            else:
+                keys.append(okey)
+    return index
+
+
+def _similar_lines(skeys: Sequence[str], lo: int, table: dict[str, list[int]],
+                   index: dict[str, list[str]], budget: WorkBudget) -> list[int]:
+    """Original lines (>= lo) most like the segment's changed lines (edited in place).
+
+    Anchors of generic context (blank lines, ``}``) fit many places; an edited line
+    still shares most words with the line it replaces, so that place is a candidate.
+    A line is like another when they share more than SIMILAR of their words, so it must
+    hold one of the changed line's rarest ``len - need + 1`` words (``need`` = the words
+    it must share): only the lines holding those are compared (prefix filtering).
+
+    >>> table = positions(["a = f(x)", "b = g(y)", "a = f(z)"], key_exact)
+    >>> _similar_lines(["a = f(y)"], 0, table, word_index(table), WorkBudget())
+    [0]
+    """
+    changed = [k for k in skeys if k.strip() and k not in table]
+    found: list[int] = []
+    for k in changed[:SIMILAR_PROBES]:
+        toks = tokens(k)
+        need = int(SIMILAR * len(toks)) + 1
+        rare = sorted(toks, key=lambda w: (len(index.get(w, ())), w))[:len(toks) - need + 1]
+        okeys = {okey for w in rare for okey in index.get(w, ())}
+        budget.spend(len(okeys))
+        best, where = SIMILAR, -1
+        for okey in okeys:
+            js = table[okey]
+            at = bisect_left(js, lo)
+            if at == len(js):
+                continue
+            j = js[at]  # each distinct original line once, at its first position >= lo
+            sim = similarity(toks, tokens(okey))
+            if sim > best or (sim == best and 0 <= j < where):
+                best, where = sim, j
+        if where >= 0 and where not in found:
+            found.append(where)
+    return found
+
+
+def similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    """Share of two lines' words (and symbol runs) they have in common, 0 to 1."""
+    if not a or not b or a.isdisjoint(b):
+        return 0.0
+    return len(a & b) / max(len(a), len(b))
+
+
+@lru_cache(maxsize=1 << 16)
+def tokens(line: str) -> frozenset[str]:
+    """The words of a line (for a cheap similarity between a line and its edit)."""
+    return frozenset(_WORD.findall(line))
