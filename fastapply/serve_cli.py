@@ -22,6 +22,7 @@ from fastapply.serving import (
     DEFAULT_GRACE_PERIOD_S,
     KILL_AFTER_S,
     SHUTDOWN_MARGIN_S,
+    GuardError,
     ServerError,
     TritonServer,
 )
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             server.start()
         except ServerError as exc:
-            what = "the server did not start" if "HTTP guard" in str(exc) else \
+            what = "the server did not start" if isinstance(exc, GuardError) else \
                 "the model did not load"
             print(f"fastapply serve: {what}.\n{exc}", file=sys.stderr)
             return 1

@@ -67,6 +67,10 @@ class ServerError(RuntimeError):
     """The server did not start or the model did not load; carries the log's tail."""
 
 
+class GuardError(ServerError):
+    """The HTTP guard did not start (its port taken, ...): the model is not at fault."""
+
+
 def _pytriton_root() -> Path | None:
     try:
         import pytriton
@@ -259,7 +263,7 @@ class TritonServer:
             if self.guard is not None and self.guard.poll() is not None:
                 status = self.guard.returncode
                 self.stop()
-                raise ServerError(f"the HTTP guard for port {self.http_port} exited with "
+                raise GuardError(f"the HTTP guard for port {self.http_port} exited with "
                                   f"status {status} on start; its log:\n{self._guard_log()}")
             if self.ready():
                 return self
