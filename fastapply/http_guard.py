@@ -25,7 +25,6 @@ front of a Triton started otherwise:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -373,25 +372,19 @@ def stop(proc: Any, timeout_s: float = 10.0) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fastapply.http_guard",
-                                     description=__doc__.split("\n\n")[0])
+    from fastapply.processes import front_parser, run_front
+
+    parser = front_parser("python -m fastapply.http_guard", __doc__)
     parser.add_argument("--upstream", default="127.0.0.1:8000",
                         help="tritonserver's HTTP address, HOST:PORT (default 127.0.0.1:8000)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port to bind (8080)")
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
                         help=f"largest request body, in bytes ({DEFAULT_MAX_BODY_BYTES})")
     args = parser.parse_args(argv)
-    import uvicorn
-
     host, _, port = args.upstream.rpartition(":")
     app = Guard(Upstream(host or "127.0.0.1", int(port)), args.max_body_bytes)
-    # loop/http "auto": uvloop and httptools where installed (the serve extra has them).
     # Triton's answers carry no server or date header; the guard adds none either.
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                    access_log=False, timeout_graceful_shutdown=5, server_header=False,
-                    date_header=False)
+        run_front(app, args.host, args.port, server_header=False, date_header=False)
     return 0
 
 

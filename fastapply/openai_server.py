@@ -26,7 +26,6 @@ running Triton: ``python -m fastapply.openai_server --grpc-url HOST:8001 --port 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import concurrent.futures
@@ -381,23 +380,18 @@ class OpenAIFront:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fastapply.openai_server",
-                                     description=__doc__.split("\n\n")[0])
+    from fastapply.processes import front_parser, run_front
+
+    parser = front_parser("python -m fastapply.openai_server", __doc__)
     parser.add_argument("--grpc-url", default="127.0.0.1:8001",
                         help="Triton's gRPC address, HOST:PORT (default 127.0.0.1:8001)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port to bind (8080)")
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help=f"requests in flight to Triton at once ({DEFAULT_CONCURRENCY})")
     parser.add_argument("--timeout-s", type=float, default=300.0,
                         help="longest wait for each answer from Triton, in s (300)")
     args = parser.parse_args(argv)
-    import uvicorn
-
-    app = build_app(Upstream(args.grpc_url, args.concurrency, args.timeout_s))
-    # loop/http "auto": uvloop and httptools where installed (the serve extra has them).
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                access_log=False, timeout_graceful_shutdown=5)
+    run_front(build_app(Upstream(args.grpc_url, args.concurrency, args.timeout_s)),
+              args.host, args.port)
     return 0
 
 

@@ -8,11 +8,13 @@ themselves are in :mod:`fastapply.serving`, :mod:`fastapply.http_guard` and
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -43,3 +45,22 @@ def spawn_server(cmd: list[str], log_path: Path | None,
     finally:
         if log is not None:
             log.close()
+
+
+def front_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """The command line of an HTTP front run as a child (``python -m ...``): its
+    description and the address it binds (``--host``, ``--port``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port to bind (8080)")
+    return parser
+
+
+def run_front(app: Any, host: str, port: int, **options: Any) -> None:
+    """Serve the ASGI ``app`` with uvicorn until SIGTERM: no access log, 5 s to finish
+    open requests; loop/http "auto" take uvloop and httptools where installed (the serve
+    extra has them). ``options`` go to ``uvicorn.run``."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                timeout_graceful_shutdown=5, **options)
