@@ -3,15 +3,18 @@ weights that both passes of the lazy merge (and the SEARCH/REPLACE search) read.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from typing import TypeVar
 
 from fastapply._merge_costs import BLANK_WEIGHT, SIMILAR, SIMILAR_PROBES, UNIT, WorkBudget
 
 _WORD = re.compile(r"\w+|[^\w\s]+")
+T = TypeVar("T")
 
 
 def key_exact(line: str) -> str:
@@ -27,17 +30,22 @@ _METHODS: dict[Callable[[str], str], Callable[[str], str]] = {key_exact: str.rst
                                                               key_loose: str.strip}
 
 
+def _grouped(pairs: Iterable[tuple[str, T]]) -> dict[str, list[T]]:
+    """The values of ``pairs`` by key, in order (a loop, not setdefault: large files)."""
+    out: dict[str, list[T]] = {}
+    get = out.get
+    for k, v in pairs:
+        vs = get(k)
+        if vs is None:
+            out[k] = [v]
+        else:
+            vs.append(v)
+    return out
+
+
 def positions(orig: Sequence[str], key: Callable[[str], str]) -> dict[str, list[int]]:
     """Original line numbers (0-based) by key."""
-    table: dict[str, list[int]] = {}
-    get = table.get
-    for j, k in enumerate(map(_METHODS.get(key, key), orig)):
-        js = get(k)
-        if js is None:
-            table[k] = [j]
-        else:
-            js.append(j)
-    return table
+    return _grouped(zip(map(_METHODS.get(key, key), orig), itertools.count()))
 
 
 def weight(k: str, count: int) -> int:
@@ -63,16 +71,8 @@ def _same(a: Sequence[str], b: Sequence[str], to_the_end: bool) -> bool:
 
 def word_index(table: dict[str, list[int]]) -> dict[str, list[str]]:
     """The original's distinct lines (keys of ``table``) by each word they hold."""
-    index: dict[str, list[str]] = {}
-    get, words = index.get, _WORD.findall  # (not ``tokens``: its cache is for the merge)
-    for okey in table:
-        for w in set(words(okey)):
-            keys = get(w)
-            if keys is None:
-                index[w] = [okey]
-            else:
-                keys.append(okey)
-    return index
+    words = _WORD.findall  # (not ``tokens``: its cache is for the merge)
+    return _grouped((w, okey) for okey in table for w in set(words(okey)))
 
 
 def _similar_lines(skeys: Sequence[str], lo: int, table: dict[str, list[int]],
