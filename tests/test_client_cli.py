@@ -220,3 +220,65 @@ def test_a_file_that_is_not_utf8_is_refused_with_what_to_do(
     err = capsys.readouterr().err
     assert "is not UTF-8 text (byte 0xe9 at offset 5)" in err and "iconv" in err, err
     assert source.read_bytes() == b'x = "\xe9"\n'
+
+
+class _SnippetThatSavesFile(io.StringIO):
+    """Standard input whose reading saves FILE first, as an editor would while the
+    merge runs (FILE is read before the snippet)."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        super().__init__(SNIPPET)
+        self.path, self.text = path, text
+
+    def read(self, size: int | None = -1) -> str:
+        self.path.write_text(self.text)
+        return super().read(size)
+
+
+@pytest.mark.server
+def test_in_place_keeps_a_change_saved_while_the_merge_ran(
+        det_server: Any, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    source, _ = files
+    saved = ORIGINAL + "\n\ndef c():\n    return 3\n"
+    monkeypatch.setattr("sys.stdin", _SnippetThatSavesFile(source, saved))
+    assert main(["apply", str(source), "-", "--in-place", "--url", det_server.grpc_url]) == 1
+    err = capsys.readouterr().err
+    assert "changed on disk while the merge ran" in err and "is unchanged" not in err
+    assert source.read_text() == saved  # the user's save is kept, not overwritten
+    assert sorted(p.name for p in source.parent.iterdir()) == ["code.py", "edit.txt"]
+
+
+def test_ctrl_c_during_a_request_exits_130_and_writes_nothing(
+        files: tuple[Path, Path]) -> None:
+    """A server that accepts the connection and never answers; Ctrl-C (SIGINT) then
+    ends the request with a message, not a traceback."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    source, snippet = files
+    before = source.stat()
+    with socket.socket() as sink:
+        sink.bind(("127.0.0.1", 0))
+        sink.listen()
+        sink.settimeout(60)
+        port = sink.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fastapply", "apply", str(source), str(snippet),
+             "--in-place", "--url", f"127.0.0.1:{port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            conn, _ = sink.accept()  # the client is in its request now
+            with conn:
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and f"{source} is unchanged" in err
+    assert "Traceback" not in err
+    assert unchanged(source, before)

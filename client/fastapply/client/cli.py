@@ -8,7 +8,10 @@ half-written file. A symbolic link is written through: its target gets the merge
 the link stays. (Like any atomic save, the file gets a new inode: other hard links to
 it keep the old text.) A UTF-8 byte order mark is not sent to the server and is kept
 in what is written. On an error the server's message is printed and the exit status is
-1; nothing is written.
+1; nothing is written. ``--in-place`` also writes nothing if FILE changed on disk while
+the merge ran (an editor saved it, or another apply wrote it): that change is kept and
+the merge, made from the older text, is refused. Ctrl-C stops the request with exit
+status 130, writing nothing.
 
 Only a complete merge is ever written: a file the model did not finish (``--max-tokens``
 or the context ran out) is an error, and so is a snippet the deterministic merge was
@@ -112,7 +115,23 @@ def _read(name: str, stdin_used: list[bool]) -> str:
             f"instance iconv -f latin1 -t utf-8), or send only the text part") from None
 
 
+def _changed(name: str, before: str) -> bool:
+    """Whether file ``name`` no longer holds ``before`` (unreadable or not UTF-8 counts)."""
+    try:
+        return _read(name, [True]) != before
+    except (OSError, ValueError):
+        return True
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print(f"fastapply apply: interrupted{_not_written(args)}", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     from fastapply.client.grpc import FastApplyClient, FastApplyError
 
     if args.in_place and args.file == "-":
@@ -155,6 +174,12 @@ def run(args: argparse.Namespace) -> int:
     elif not to_stdout:
         target = Path(args.file) if args.in_place else args.output
         try:
+            if args.in_place and _changed(args.file, bom + original):
+                print(f"fastapply apply: {target} changed on disk while the merge ran, so "
+                      f"the merge (made from the text read before) is not written; "
+                      f"{target} keeps its new text: run the edit again on it",
+                      file=sys.stderr)
+                return 1
             write_atomically(target, bom + merged)
         except OSError as exc:
             print(f"fastapply apply: the merge is complete but could not be written to "
