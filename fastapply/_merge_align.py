@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from fastapply._merge_costs import (
     _NEG,
+    ALIGN_WORK,
     BIG,
     DEL_COST,
     DROP_DEF,
@@ -58,7 +59,7 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
         pieces = _align_between_anchors(skeys, okeys, w0, lo, n, weights, sraw, oraw, budget)
         if pieces is not None:
             return pieces
-    budget.spend(len(skeys) * len(okeys))
+    budget.spend((len(skeys) + ALIGN_WORK) * (len(okeys) + ALIGN_WORK) - ALIGN_WORK ** 2)
     big = BIG
     seg_len, win_len = len(skeys), len(okeys)
     edges = [0] * seg_len

@@ -58,12 +58,18 @@ BLANK_WEIGHT = 20
 NEAR_COST = 1
 
 #: Work one merge may do, in units of one alignment cell or one line compared (about a
-#: microsecond each): three times the most any merge of the corpus does (314k), so no
-#: request can hold a worker for seconds. Over it the merge is refused with a message.
+#: microsecond each): twice the most any merge of the corpus does (486k), so no
+#: request can hold a worker for seconds (the worst shapes found: about 1.1 s). Over
+#: it the merge is refused with a message.
 MERGE_WORK = 1_000_000
 #: Units per matched pair in the locate pass (two Fenwick-tree steps and a bisection:
 #: about 3 microseconds, against about 1 for an alignment cell).
 LOCATE_WORK = 3
+#: Units per segment and window line of each placement tried, besides its cells: the
+#: work around the alignment (keys, nearness, definitions, the traceback, the removals
+#: reviewed) costs about 4 microseconds a line. Without it 2,000 small segments on a
+#: 20,000-line file took 1.7 s within the budget (2.2 microseconds a unit).
+ALIGN_WORK = 4
 
 _NEG = -(1 << 60)
 #: Scores are packed as ``score * BIG - start`` (lexicographic (score, -start) in one int).

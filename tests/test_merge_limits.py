@@ -129,3 +129,19 @@ def test_lines_found_everywhere_are_charged_before_the_locate_pass_runs() -> Non
     with pytest.raises(EditError, match="budget"):
         apply_snippet(text, "// ...\n}\n}\ny\n}\n// ...\n", budget)
     assert budget.spent == LOCATE_WORK * 3 * 200_000
+
+
+def test_many_small_segments_are_charged_the_work_around_their_placement() -> None:
+    # 2,000 lazy segments of two lines on a 20,000-line file (80 KB of snippet): each
+    # placement is a small alignment (a few hundred cells) but about as much work again
+    # around it (keys, nearness, the traceback, the review), tried for each context
+    # reading. Counted by cells only, the merge stayed within its budget and held a
+    # worker for 1.7 s; counted with ALIGN_WORK per segment and window line, it is refused.
+    text = "".join(f"line_{i} = {i}\n" for i in range(20_000))
+    snippet = "".join(f"# ...\nline_{i} = {i}\nnew_{i} = 0\n" for i in range(0, 20_000, 10))
+    with pytest.raises(EditError, match="budget"):
+        apply_snippet(text, snippet + "# ...\n")
+    # a tenth of it (200 segments) is merged, and right
+    merged = apply_snippet(text, "".join(f"# ...\nline_{i} = {i}\nnew_{i} = 0\n"
+                                         for i in range(0, 20_000, 100)) + "# ...\n").check()
+    assert merged.count("new_") == 200 and merged.count("line_") == 20_000
