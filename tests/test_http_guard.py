@@ -223,6 +223,21 @@ def test_large_malformed_bodies_are_refused_and_oversized_ones_are_413(small_gua
     assert status == 200 and json.loads(answer)["merged_code"] == MERGED
 
 
+@pytest.mark.server
+def test_a_large_body_sent_as_a_form_does_not_kill_triton(det_server: Any) -> None:
+    # curl -d sends Content-Type application/x-www-form-urlencoded; tritonserver's HTTP
+    # library parses such a body as form fields and died (signal 11) on one of 4.2 MB,
+    # taking the whole server down. The guard sends it on as JSON: the model answers.
+    body = json.dumps({"initial_code": ORIGINAL + "#\n" * 1_400_000,
+                       "edit_snippet": SNIPPET}).encode()  # 4.2 MB once escaped
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    status, answer = http(det_server, "POST", f"{MODEL}/generate", body, form)
+    assert status == 400 and "over the limit of" in json.loads(answer)["error"], answer
+    status, answer = http(det_server, "POST", f"{MODEL}/generate", json.dumps(GOOD), form)
+    assert status == 200 and json.loads(answer)["merged_code"] == MERGED
+    assert det_server.process.poll() is None
+
+
 def test_an_unreachable_triton_is_a_502_that_says_so() -> None:
     from types import SimpleNamespace
 
