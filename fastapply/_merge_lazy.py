@@ -71,6 +71,7 @@ from fastapply._merge_costs import (
 )
 from fastapply._merge_defs import _dropped_defs, removed_definitions
 from fastapply._merge_lines import (
+    WordIndex,
     _same,
     _similar_lines,
     key_exact,
@@ -86,9 +87,9 @@ from fastapply._merge_locate import _locate
 #: The names callers and tests import from here (most are defined in the _merge_* modules).
 __all__ = [
     "BIG", "CANDIDATES", "CLOSE", "DEL_COST", "GAP_COST", "LOCATE_WORK", "MERGE_WORK",
-    "NEAR_COST", "RUN_COST", "SUB_COST", "TOPIC", "UNIT", "Placement", "WorkBudget", "align",
-    "key_exact", "key_loose", "nonblank_matches", "place", "positions", "removed_definitions",
-    "similarity", "tokens", "weight", "word_index",
+    "NEAR_COST", "RUN_COST", "SUB_COST", "TOPIC", "UNIT", "Placement", "WordIndex",
+    "WorkBudget", "align", "key_exact", "key_loose", "nonblank_matches", "place", "positions",
+    "removed_definitions", "similarity", "tokens", "weight", "word_index",
 ]
 
 
@@ -98,14 +99,14 @@ _LONG_WORD = re.compile(r"\w{3,}")
 def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
           marker_after: bool, loose: bool,
           table: dict[str, list[int]] | None = None,
-          context: int | None = None, index: dict[str, list[str]] | None = None,
+          context: int | None = None, index: WordIndex | None = None,
           budget: WorkBudget | None = None) -> Placement | None:
     """Best placement of ``seg`` in ``orig[lo:]``, or None if no line of it matches.
 
     Without a marker before it the segment starts at the top of the file (original lines
     before its first match are dropped, at DEL_COST each); without one after it, it runs
     to the end. The caller decides what to keep when that would drop much. ``table``
-    and ``index`` are the original's ``positions`` and ``word_index`` (built if absent);
+    and ``index`` are the original's ``positions`` and ``WordIndex`` (made if absent);
     the work done is spent from ``budget``.
     """
     key = key_loose if loose else key_exact
@@ -127,7 +128,7 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
     if not cands:
         return None
     if index is None:
-        index = word_index(table)
+        index = WordIndex(table)
     for j in _similar_lines(skeys, lo, table, index, budget):
         if all(j < c[0] or j > c[1] for c in cands):
             cands.append((j, j))

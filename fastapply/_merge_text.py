@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fastapply._merge_costs import WorkBudget
-from fastapply._merge_lines import key_loose, similarity, tokens
+from fastapply._merge_lines import WordIndex, key_loose, similarity, tokens
 
 
 @dataclass
@@ -42,7 +42,7 @@ def _find_runs(needle: Sequence[str], hay: Sequence[str], key: Callable[[str], s
 
 
 def _closest(needle: Sequence[str], table: dict[str, list[int]],
-             index: dict[str, list[str]], budget: WorkBudget, lo: int = 0) -> int:
+             index: WordIndex, budget: WorkBudget, lo: int = 0) -> int:
     """1-based line (>= lo + 1) where ``needle`` comes closest: most aligned lines equal
     (stripped; ``table`` holds the original's positions by stripped line), the first
     such; if none is equal, the line sharing most words with its first line (``index``:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from fastapply._merge_costs import Placement, WorkBudget
 from fastapply._merge_defs import removed_definitions
 from fastapply._merge_lazy import nonblank_matches, place
-from fastapply._merge_lines import key_exact, key_loose, positions, word_index
+from fastapply._merge_lines import WordIndex, key_exact, key_loose, positions
 from fastapply._merge_text import (
     _closest,
     _context_from_original,
@@ -73,7 +73,7 @@ class _Merger:
         # the work all readings of one merge may still do
         self.budget: WorkBudget = shared.budget if shared else WorkBudget()
         # the original's distinct lines by word, per key function (shared likewise)
-        self._words: dict[Callable[[str], str], dict[str, list[str]]] = \
+        self._words: dict[Callable[[str], str], WordIndex] = \
             shared._words if shared else {}
         # removals of original lines the snippet never shows, per placed segment
         # (precision.Removal; judged for the chosen reading only, see merge)
@@ -374,11 +374,11 @@ class _Merger:
             table = self._tables[key] = positions(self.orig, key)
         return table
 
-    def _index(self, key: Callable[[str], str]) -> dict[str, list[str]]:
-        """The original's distinct lines by word (built once per key function)."""
+    def _index(self, key: Callable[[str], str]) -> WordIndex:
+        """The original's distinct lines by word (one per key function)."""
         index = self._words.get(key)
         if index is None:
-            index = self._words[key] = word_index(self._positions(key))
+            index = self._words[key] = WordIndex(self._positions(key))
         return index
 
     def text_lines(self) -> list[str]:
