@@ -119,12 +119,18 @@ class WordIndex:
 
     def _scan(self, word: str) -> list[str]:
         """The distinct lines holding ``word`` as one of their tokens, in order."""
+        copies = self._text.count(word)
+        if not copies:
+            return []
+        edge = r"\w" if re.match(r"\w", word) else r"[^\w\s]"
+        token = f"(?<!{edge}){re.escape(word)}(?!{edge})"
+        if copies > len(self._text) // 200:  # a common word: each line once, at C speed
+            return re.findall(f"(?m)^.*?{token}.*$", self._text)
         if self._starts is None:
             self._starts = [0, *(m.end() for m in re.finditer("\n", self._text))]
-        edge = r"\w" if re.match(r"\w", word) else r"[^\w\s]"
         found: list[str] = []
         last = -1
-        for m in re.finditer(f"(?<!{edge}){re.escape(word)}(?!{edge})", self._text):
+        for m in re.finditer(token, self._text):
             i = bisect_left(self._starts, m.start() + 1) - 1
             if i != last:
                 found.append(self._keys[i])
