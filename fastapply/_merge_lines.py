@@ -75,18 +75,29 @@ def word_index(table: dict[str, list[int]]) -> dict[str, list[str]]:
     return _grouped((w, okey) for okey in table for w in set(words(okey)))
 
 
-#: Word look-ups a WordIndex answers by scanning the lines before it builds the index.
-SCANS = 8
+#: What a WordIndex may spend scanning before it builds the index, in passes over the
+#: text (one pass: a regular expression over every distinct line). Building the index
+#: costs about nine (3 MB of short lines: 550 ms, a pass 60 ms), so scanning adds at
+#: most about half to the worst case, and a few look-ups cost a fraction of the index.
+INDEX_PASSES = 4.0
+#: Texts (the distinct lines) shorter than this get the whole index at once: below a
+#: megabyte it costs under 0.2 s, and a scan's own overhead weighs more.
+SCAN_CHARS = 1_000_000
+#: Cost, in passes, of counting a word's copies (``str.count``: about a fiftieth of one).
+COUNT_PASS = 0.02
+_WORDLIKE = re.compile(r"\w")
+_SYMBOL = re.compile(r"[^\w\s]")
 
 
 class WordIndex:
     """``word_index(table)``, built only if many words are looked up.
 
     A small edit to a large file looks up a few words (the changed lines' rarest ones),
-    but the whole index of a 3 MB file took 0.65 s to build. The first SCANS words are
-    found by one regular-expression scan of the distinct lines each (C speed); after
-    them the index is built. Either way ``get`` gives the same lists, in ``table``'s
-    order.
+    but the whole index of a 3 MB file took 0.65 s to build. Words are first found by
+    scanning the distinct lines: a word's copies are counted (C speed); a rare one's
+    copies are checked for token edges one by one, a common one's lines are read with
+    one regular expression. Once the scans have cost INDEX_PASSES passes over the text
+    the index is built. Either way ``get`` gives the same lists, in ``table``'s order.
 
     >>> table = positions(["a = f(x)", "b = g(y)", "a = f(z)", "ab = (x)"], key_exact)
     >>> index = WordIndex(table)
@@ -105,9 +116,11 @@ class WordIndex:
         self._starts: list[int] | None = None
         self._found: dict[str, list[str]] = {}
         self._full: dict[str, list[str]] | None = None
+        # what the scans have cost so far (a small text's index is built at once)
+        self.passes = 0.0 if len(self._text) >= SCAN_CHARS else INDEX_PASSES
 
     def get(self, word: str, default: Sequence[str] = ()) -> Sequence[str]:
-        if self._full is None and word not in self._found and len(self._found) >= SCANS:
+        if self._full is None and word not in self._found and self.passes >= INDEX_PASSES:
             self._full = _grouped((w, okey) for okey in self._keys
                                   for w in set(_WORD.findall(okey)))
         if self._full is not None:
@@ -119,22 +132,30 @@ class WordIndex:
 
     def _scan(self, word: str) -> list[str]:
         """The distinct lines holding ``word`` as one of their tokens, in order."""
-        copies = self._text.count(word)
+        text = self._text
+        copies = text.count(word)
+        self.passes += COUNT_PASS
         if not copies:
             return []
-        edge = r"\w" if re.match(r"\w", word) else r"[^\w\s]"
-        token = f"(?<!{edge}){re.escape(word)}(?!{edge})"
-        if copies > len(self._text) // 200:  # a common word: each line once, at C speed
-            return re.findall(f"(?m)^.*?{token}.*$", self._text)
+        edge = _WORDLIKE if _WORDLIKE.match(word) else _SYMBOL
+        if copies > len(text) // 200:  # a common word: each line once, at C speed
+            self.passes += 1
+            return re.findall(f"(?m)^.*?(?<!{edge.pattern}){re.escape(word)}"
+                              f"(?!{edge.pattern}).*$", text)
         if self._starts is None:
-            self._starts = [0, *(m.end() for m in re.finditer("\n", self._text))]
+            self._starts = [0, *(m.end() for m in re.finditer("\n", text))]
+            self.passes += 1
         found: list[str] = []
         last = -1
-        for m in re.finditer(token, self._text):
-            i = bisect_left(self._starts, m.start() + 1) - 1
-            if i != last:
-                found.append(self._keys[i])
-                last = i
+        at = text.find(word)
+        while at >= 0:
+            end = at + len(word)
+            if not (at and edge.match(text, at - 1)) and not edge.match(text, end):
+                i = bisect_left(self._starts, at + 1) - 1
+                if i != last:
+                    found.append(self._keys[i])
+                    last = i
+            at = text.find(word, at + 1)
         return found
 
 

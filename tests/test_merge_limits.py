@@ -147,12 +147,15 @@ def test_many_small_segments_are_charged_the_work_around_their_placement() -> No
     assert merged.count("new_") == 200 and merged.count("line_") == 20_000
 
 
-def test_word_lookups_by_scanning_equal_the_whole_index() -> None:
+def test_word_lookups_by_scanning_equal_the_whole_index(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
     # WordIndex answers its first look-ups by scanning the lines (a small edit to a 3 MB
     # file built the whole word index for 0.65 s); it must give what the index gives,
     # for words, symbol runs and non-ASCII text, before and after it builds the index.
-    from fastapply._merge_lines import WordIndex, key_exact, positions, word_index
+    from fastapply import _merge_lines
+    from fastapply._merge_lines import INDEX_PASSES, WordIndex, key_exact, positions, word_index
 
+    monkeypatch.setattr(_merge_lines, "SCAN_CHARS", 0)  # scan even this small text
     rng = random.Random(7)
     atoms = ["a", "ab", "b_1", "1", "é", "名前", "x", "(", ")", "()", "=", "==", "->", "//",
              "...", "'", "\\", "$", "[", ".*", "\t", " ", "  ", "\u2028", "\x0c"]
@@ -164,3 +167,4 @@ def test_word_lookups_by_scanning_equal_the_whole_index() -> None:
         assert list(WordIndex(table).get(word)) == whole.get(word, []), word
     shared = WordIndex(table)  # one index: it builds the whole index after a few scans
     assert [list(shared.get(w)) for w in words] == [whole.get(w, []) for w in words]
+    assert shared.passes >= INDEX_PASSES
