@@ -16,10 +16,14 @@ deterministic runtime refuses the merge instead of returning one reading of seve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from fastapply._merge_defs import removed_definitions
 from fastapply.precision import _LOOKALIKE
+
+#: A comment or annotation line (``/**``, `` * text``, ``///``, ``#``, ``--``, ``@decorator``).
+_COMMENT = re.compile(r"^\s*(?://|#|/\*|\*|--|<!--|@\w)")
 
 
 def guesses(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
@@ -48,7 +52,11 @@ def guesses(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
         # (new lines at the open edge that replace nothing: the old code there is kept
         # after or before them, which is what goes wrong; an edge that replaces original
         # lines, as a changed last line does, is read as the fragment's end)
-        for edge, i, idle in (("first", lines[0], start == pairs[0][1]),
+        # (comment lines put before a definition shown whole document it: a fragment's
+        # usual way to add a doc comment)
+        head = [seg[i] for i in lines if i < pairs[0][0]]
+        documents = bool(head) and all(_COMMENT.match(s) for s in head)
+        for edge, i, idle in (("first", lines[0], start == pairs[0][1] and not documents),
                               ("last", lines[-1], end == pairs[-1][1] + 1)):
             if i not in matched and idle:
                 found.append((start + 1, (

@@ -72,3 +72,13 @@ def test_methods_shown_flush_left_take_the_class_indentation() -> None:
                 "  squared() {\n    this.v = this.v * this.v;\n    return this;\n  }\n\n"
                 "  read() {\n    return this.v;\n  }\n}\n")
     assert apply_snippet(original, snippet).check() == expected
+
+
+def test_a_fragment_that_adds_a_doc_comment_above_a_method_merges_unflagged() -> None:
+    # Its new first lines are a comment documenting the method it shows whole: the
+    # usual way to add documentation, not an unshown start.
+    original = ("class Box {\n  open() {\n    this.o = true;\n  }\n\n"
+                "  shut() {\n    this.o = false;\n  }\n}\n")
+    snippet = "  /**\n   * Closes the box.\n   */\n  shut() {\n    this.o = false;\n  }\n"
+    assert apply_snippet(original, snippet).check() == original.replace(
+        "  shut() {", "  /**\n   * Closes the box.\n   */\n  shut() {")
