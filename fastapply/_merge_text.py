@@ -68,11 +68,21 @@ def _closest(needle: Sequence[str], table: dict[str, list[int]],
 
 
 def _reindent(lines: Sequence[str], snippet_indent: str, orig_indent: str) -> list[str]:
-    """Shift lines by the indentation offset found at the anchor."""
+    """Shift lines by the indentation offset found at the anchor. When the file's
+    indentation only adds to the snippet's, lines less indented than the anchor (a
+    method's header and closing brace shown flush left) get the addition too.
+
+    >>> _reindent(["f() {", "  x;", "}"], "  ", "    ")
+    ['  f() {', '    x;', '  }']
+    """
+    extra = orig_indent[:len(orig_indent) - len(snippet_indent)] \
+        if orig_indent.endswith(snippet_indent) else None
     out = []
     for s in lines:
         if s.startswith(snippet_indent) and s.strip():
             out.append(orig_indent + s[len(snippet_indent):])
+        elif extra and s.strip():
+            out.append(extra + s)
         else:
             out.append(s)
     return out

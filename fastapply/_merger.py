@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from fastapply._merge_costs import Placement, WorkBudget
 from fastapply._merge_defs import removed_definitions
+from fastapply._merge_guess import guesses
 from fastapply._merge_lazy import nonblank_matches, place
 from fastapply._merge_lines import WordIndex, key_exact, key_loose, positions
 from fastapply._merge_text import (
@@ -191,8 +192,9 @@ class _Merger:
                                f"has SEARCH/REPLACE or diff hunks, so its lines were written "
                                f"into the new file as they are; send only the edit")
             return
-        if not hunk.marker_before and not hunk.marker_after and not self._whole_file(seg):
-            # No marker anywhere and not the whole file: an anchored fragment.
+        implied = not hunk.marker_before and not hunk.marker_after and \
+            not self._whole_file(seg)
+        if implied:  # No marker anywhere and not the whole file: an anchored fragment.
             hunk = replace(hunk, marker_before=True, marker_after=True)
         p, loose, misfit = self._place(seg, hunk)
         if p is None:
@@ -277,6 +279,9 @@ class _Merger:
                                    f"line it shares with the original is found at several "
                                    f"places; show a unique line of unchanged context next "
                                    f"to it")
+        for line, message in guesses(seg, self.orig, start, end, p.pairs, implied,
+                                     self.snippet_lines, hunk.label):
+            self.unsure(line, message)
         between = hunk.marker_before and hunk.marker_after
         if p.rival < 0 and not misfit and (between or self.mixed) and \
                 not any(seg[i].strip() for i, _ in p.pairs):

@@ -72,6 +72,11 @@ SIMILAR = 0.8
 NEAR = 5
 _WORD = re.compile(r"\w")
 _LONG = re.compile(r"\w{3,}")
+#: A commented marker inside a line of code (``path: // ... existing ..., method:``,
+#: ``login(// ... existing ...) {``): a model's way to skip part of a line, which a line
+#: merge cannot expand.
+_INLINE_MARKER = re.compile(r"\S.*?(?://|#|/\*|<!--)\s*(?:\.\.\.|…)\s*(?:existing|unchanged|"
+                            r"rest|remaining|same|omitted|other|previous)\b", re.IGNORECASE)
 _LOOKALIKE = re.compile(r"(?i)^\W*(\.\.\.|…).*\b(existing|unchanged|rest|remains?|same|"
                         r"keep|omitted|other|previous)\b.*$")
 
@@ -131,6 +136,25 @@ def kept_marker_lookalikes(plan: EditPlan, original: str) -> list[tuple[int, str
     known = {s.strip() for s in original.split("\n")}
     return [(0, f"{hunk.label}: the line {s!r} looks like a marker; it is not one "
                 "(write it as a comment, e.g. // ... existing code ...)")
+            for hunk, s in suspects if s not in known][:1]
+
+
+def inline_markers(plan: EditPlan, original: str) -> list[tuple[int, str]]:
+    """A finding for a snippet line with a marker inside it, after code, that the
+    original lacks: the marker would be written into the file as code.
+
+    >>> from fastapply.edits import parse_edit
+    >>> plan = parse_edit("// ...\\nf(a, // ... existing ..., b);\\n")
+    >>> inline_markers(plan, "f(a, x, b);\\n")[0][1][33:74]
+    "a marker inside the line 'f(a, // ... exi"
+    """
+    suspects = [(hunk, s.strip()) for hunk in plan.hunks if hunk.kind == "lazy"
+                for s in hunk.new if _INLINE_MARKER.search(s)]
+    if not suspects:
+        return []
+    known = {s.strip() for s in original.split("\n")}
+    return [(0, f"{hunk.label}: a marker inside the line {s[:60]!r} cannot be expanded "
+                f"(a merge keeps or replaces whole lines); show the whole line")
             for hunk, s in suspects if s not in known][:1]
 
 
@@ -304,7 +328,7 @@ def review(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
     if not any(h.kind == "lazy" for h in plan.hunks):
         return []
     return segments_in_order(plan, _lines(text)) + kept_marker_lookalikes(plan, original) + \
-        unchanged(plan, original, text)
+        inline_markers(plan, original) + unchanged(plan, original, text)
 
 
 def unchanged(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
