@@ -116,3 +116,58 @@ def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[s
     new = new[new_head:]
     new_tail = min(tail, next((t for t, s in enumerate(reversed(new)) if s.strip()), len(new)))
     return old[head:len(old) - tail], new[:len(new) - new_tail]
+
+
+#: Replacements larger than this (old lines times new) take their old lines' endings by
+#: position only (see kept_lines): a line diff of two huge runs costs seconds.
+KEPT_CELLS = 1_000_000
+
+
+def kept_lines(old: Sequence[str], new: Sequence[str], start: int) -> list[int]:
+    """For each line of ``new`` (replacing original lines ``start``...), the original line
+    it keeps unchanged (a line diff of the two), or -1 for a new line.
+
+    >>> kept_lines(["a", "b", "c"], ["a", "x", "c", "d"], 10)
+    [10, -1, 12, -1]
+    """
+    src = [-1] * len(new)
+    if len(old) * len(new) > KEPT_CELLS:
+        for k in range(min(len(old), len(new))):
+            if old[k] == new[k]:
+                src[k] = start + k
+        return src
+    matcher = difflib.SequenceMatcher(None, list(old), list(new), autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        src[b:b + size] = range(start + a, start + a + size)
+    return src
+
+
+def line_ends(original: str) -> list[str] | None:
+    """Each original line's ending ("\\r\\n", "\\n", "" for a last line without one),
+    if the text mixes CRLF and LF endings; else None (one ending serves every line).
+
+    >>> line_ends("a\\r\\nb\\nc"), line_ends("a\\r\\nb\\r\\n")
+    (['\\r\\n', '\\n', ''], None)
+    """
+    crlf = original.count("\r\n")
+    if not crlf or crlf == original.count("\n"):
+        return None
+    parts = original.split("\n")
+    ends = ["\r\n" if p.endswith("\r") else "\n" for p in parts[:-1]]
+    return ends if not parts[-1] else [*ends, ""]
+
+
+def with_ends(lines: Sequence[str], sources: Sequence[int], ends: Sequence[str],
+              newline: str, final_newline: bool) -> str:
+    """``lines`` joined, each line kept from the original (``sources``) with its own
+    ending, each new line with ``newline``; the last without one unless
+    ``final_newline``.
+
+    >>> with_ends(["a", "x", "c"], [0, -1, 2], ["\\r\\n", "\\n", "\\n"], "\\n", True)
+    'a\\r\\nx\\nc\\n'
+    """
+    out = [line + (ends[src] if 0 <= src < len(ends) and ends[src] else newline)
+           for line, src in zip(lines, sources, strict=True)]
+    if out and not final_newline:
+        out[-1] = lines[-1]
+    return "".join(out)

@@ -21,6 +21,7 @@ from fastapply._merge_text import (
     _reindent,
     _Replacement,
     _trim_blank_edges,
+    kept_lines,
 )
 from fastapply.edits import Hunk
 from fastapply.precision import Removal, removals
@@ -386,7 +387,9 @@ class _Merger:
             index = self._words[key] = WordIndex(self._positions(key))
         return index
 
-    def text_lines(self) -> list[str]:
+    def text_lines(self, sources: list[int] | None = None) -> list[str]:
+        """The merged lines; ``sources``, if given, gets each one's original line number
+        (-1: a new line) for the line endings of a file that mixes them."""
         out: list[str] = []
         cursor = 0
         for r in sorted(self.replacements, key=lambda r: (r.start, r.end)):
@@ -396,6 +399,11 @@ class _Merger:
                 r = _Replacement(cursor, max(cursor, r.end), r.lines)
             out.extend(self.orig[cursor:r.start])
             out.extend(r.lines)
+            if sources is not None:
+                sources.extend(range(cursor, r.start))
+                sources.extend(kept_lines(self.orig[r.start:r.end], r.lines, r.start))
             cursor = r.end
         out.extend(self.orig[cursor:])
+        if sources is not None:
+            sources.extend(range(cursor, len(self.orig)))
         return out

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from fastapply._merge_costs import WorkBudget
 from fastapply._merge_lines import key_exact, key_loose
+from fastapply._merge_text import line_ends, with_ends
 from fastapply._merger import Uncertainty, _Merger
 from fastapply.edits import (
     BLOCK_FORM,
@@ -200,9 +201,16 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
     m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
     m.uncertain.extend(m.idle)
-    lines = m.text_lines()
+    ends = line_ends(original)  # a file that mixes CRLF and LF keeps each line's ending
+    sources: list[int] | None = [] if ends else None
+    lines = m.text_lines(sources)
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it
+        if sources:
+            sources.pop()
+    if ends and sources is not None:
+        return MergeResult(with_ends(lines, sources, ends, newline, final_newline),
+                           tuple(m.uncertain))
     text = "\n".join(lines) + ("\n" if lines and final_newline else "")
     if newline != "\n":
         text = text.replace("\n", newline)

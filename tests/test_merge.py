@@ -515,3 +515,20 @@ def test_search_replace_with_other_separator_lengths_merges(sep: str) -> None:
               ">>>>>>> REPLACE\n"
     assert apply_snippet(PY, snippet).check() == PY.replace("return 1\n", "return 10\n")
 
+
+
+@pytest.mark.parametrize("snippet", [
+    "# ...\nb = 2\nc = 30\nd = 4\n# ...\n",
+    "<<<<<<< SEARCH\nc = 3\n=======\nc = 30\n>>>>>>> REPLACE\n",
+    "@@ -3,1 +3,1 @@\n-c = 3\n+c = 30\n",
+])
+def test_a_file_that_mixes_line_endings_keeps_each_lines_own(snippet: str) -> None:
+    # Mostly LF with CRLF lines (a file edited on two systems): every line the edit does
+    # not touch keeps its bytes, its context lines included; the new line takes the
+    # file's usual ending. (All lines used to take the majority's ending.)
+    original = "a = 1\nb = 2\r\nc = 3\nd = 4\r\ne = 5\n"
+    result = apply_snippet(original, snippet)
+    assert result.check() == "a = 1\nb = 2\r\nc = 30\nd = 4\r\ne = 5\n"
+    crlf_first = original.replace("a = 1\n", "a = 1\r\n").replace("e = 5\n", "e = 5")
+    assert apply_snippet(crlf_first, snippet).check() == \
+        "a = 1\r\nb = 2\r\nc = 30\r\nd = 4\r\ne = 5"  # CRLF is now the usual ending
