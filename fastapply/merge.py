@@ -221,10 +221,19 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
                   ) -> MergeResult:
     """Parse ``snippet``, merge it into ``original`` (spending ``budget``, see merge) and
     review the result (:func:`fastapply.precision.review`: what contradicts the snippet is
-    flagged)."""
+    flagged). A UTF-8 byte order mark before the file that the snippet never shows is
+    kept and not merged (the snippet's first line matches without it); a snippet that
+    shows it edits it like any text (a commit may remove it)."""
+    bom = BOM if original.startswith(BOM) and BOM not in snippet else ""
+    original = original[len(bom):]
     plan = parse_edit(snippet)
     result = merge(original, plan, budget)
     found = review(plan, original, result.text)
-    if not found:
-        return result
-    return replace(result, uncertain=result.uncertain + tuple(Uncertainty(*f) for f in found))
+    if found:
+        result = replace(result, uncertain=result.uncertain + tuple(
+            Uncertainty(*f) for f in found))
+    return replace(result, text=bom + result.text) if bom else result
+
+
+#: The byte order mark some editors write before UTF-8 text.
+BOM = "\ufeff"

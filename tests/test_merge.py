@@ -532,3 +532,19 @@ def test_a_file_that_mixes_line_endings_keeps_each_lines_own(snippet: str) -> No
     crlf_first = original.replace("a = 1\n", "a = 1\r\n").replace("e = 5\n", "e = 5")
     assert apply_snippet(crlf_first, snippet).check() == \
         "a = 1\r\nb = 2\r\nc = 30\r\nd = 4\r\ne = 5"  # CRLF is now the usual ending
+
+
+@pytest.mark.parametrize("snippet", [
+    "<<<<<<< SEARCH\nimport os\n=======\nimport sys\n>>>>>>> REPLACE\n",
+    "import os\nimport sys\n# ...\n",
+    "@@ -1,1 +1,1 @@\n-import os\n+import sys\n",
+])
+def test_a_byte_order_mark_is_kept_and_the_first_line_still_matches(snippet: str) -> None:
+    # Sent as is over gRPC or HTTP (the CLI strips it itself), the mark made the first
+    # line match nothing: the block was refused and a lazy edit inserted a second copy.
+    result = apply_snippet("\ufeffimport os\nx = 1\n", snippet)
+    assert result.check() == ("\ufeffimport os\nimport sys\nx = 1\n" if "# ..." in snippet
+                              else "\ufeffimport sys\nx = 1\n")
+    # a snippet that shows the mark edits it: here it removes it
+    removal = "<<<<<<< SEARCH\n\ufeffimport os\n=======\nimport os\n>>>>>>> REPLACE\n"
+    assert apply_snippet("\ufeffimport os\nx = 1\n", removal).check() == "import os\nx = 1\n"
