@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fastapply._merge_costs import WorkBudget
+from fastapply._merge_indent import tabs_for_spaces
 from fastapply._merge_lines import key_exact, key_loose
 from fastapply._merge_text import line_ends, with_ends
 from fastapply._merger import Uncertainty, _Merger
@@ -226,7 +227,7 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
     shows it edits it like any text (a commit may remove it)."""
     bom = BOM if original.startswith(BOM) and BOM not in snippet else ""
     original = original[len(bom):]
-    plan = parse_edit(snippet)
+    plan = tabs_for_spaces(parse_edit(snippet), original)
     result = merge(original, plan, budget)
     found = review(plan, original, result.text)
     if found:

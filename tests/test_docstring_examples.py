@@ -13,8 +13,8 @@ MODULES = [
     "fastapply.bench.merge_shapes", "fastapply._merge_lazy", "fastapply._merge_costs",
     "fastapply._merge_lines", "fastapply._merge_locate", "fastapply._merge_align",
     "fastapply._merge_defs", "fastapply._merge_text", "fastapply._merge_guess",
-    "fastapply.precision", "fastapply.corpus.languages", "fastapply.corpus.snippets",
-    "fastapply.corpus.split", "fastapply.corpus.verify",
+    "fastapply._merge_indent", "fastapply.precision", "fastapply.corpus.languages",
+    "fastapply.corpus.snippets", "fastapply.corpus.split", "fastapply.corpus.verify",
     "fastapply.bench.baselines", "fastapply.model_repo", "fastapply.http_guard",
 ]
 

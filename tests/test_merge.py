@@ -548,3 +548,38 @@ def test_a_byte_order_mark_is_kept_and_the_first_line_still_matches(snippet: str
     # a snippet that shows the mark edits it: here it removes it
     removal = "<<<<<<< SEARCH\n\ufeffimport os\n=======\nimport os\n>>>>>>> REPLACE\n"
     assert apply_snippet("\ufeffimport os\nx = 1\n", removal).check() == "import os\nx = 1\n"
+
+
+GO_TABS = ("package main\n\nfunc f() {\n\tx := 1\n\tif x > 0 {\n\t\ty := 2\n\t\tprint(y)\n\t}\n"
+           "\treturn\n}\n")
+
+
+@pytest.mark.parametrize("width", [2, 4, 8])
+def test_a_snippet_indented_with_spaces_keeps_a_tab_indented_file_in_tabs(width: int) -> None:
+    # Chat interfaces turn tabs into spaces; merged as written, every context line of
+    # the snippet replaced the original's tab-indented line with a space-indented copy.
+    pad = " " * width
+    snippet = (f"// ...\nfunc f() {{\n{pad}x := 1\n{pad}if x > 0 {{\n{pad * 2}y := 3\n"
+               f"{pad * 2}print(y)\n{pad}}}\n// ...\n")
+    assert apply_snippet(GO_TABS, snippet).check() == GO_TABS.replace("y := 2", "y := 3")
+
+
+def test_a_makefile_recipe_written_with_spaces_gets_its_tab() -> None:
+    makefile = "all: build\n\nbuild:\n\tgo build ./...\n\ntest:\n\tgo test ./...\n\tgo vet ./...\n"
+    snippet = "# ...\ntest:\n    go test -race ./...\n    go vet ./...\n"
+    assert apply_snippet(makefile, snippet).check() == makefile.replace("test ./", "test -race ./")
+
+
+@pytest.mark.parametrize("original, snippet", [
+    # a file indented with spaces: the snippet's spaces stand
+    (GO_TABS.replace("\t", "    "), "// ...\n    if x > 0 {\n        y := 3\n// ...\n"),
+    # the lines both show disagree on the width of a tab: nothing is rewritten
+    (GO_TABS, "// ...\n    x := 1\n    if x > 0 {\n      y := 3\n      print(y)\n// ...\n"),
+])
+def test_spaces_are_only_rewritten_when_the_file_and_the_snippet_agree(
+        original: str, snippet: str) -> None:
+    from fastapply._merge_indent import tabs_for_spaces
+    from fastapply.edits import parse_edit
+
+    plan = parse_edit(snippet)
+    assert tabs_for_spaces(plan, original) == plan
