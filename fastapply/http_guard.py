@@ -122,7 +122,44 @@ def parse_body(body: bytes) -> dict[str, Any]:
         raise BadRequest(f"the request body holds a number of more digits than any input "
                          f"takes ({str(exc).split(':')[0]}); send smaller numbers") from None
     assert isinstance(request, dict)  # it starts with "{"
+    where = lone_surrogate(request, body)
+    if where is not None:
+        raise BadRequest(f"the request body holds a lone UTF-16 surrogate {where}, which is "
+                         f"no character (Triton's parser answers 500); escape a character "
+                         f"outside the BMP as a pair (\\ud83d\\ude00) or send it as UTF-8")
     return request
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(data: Any, body: bytes) -> str | None:
+    """Where ``data``, parsed from the JSON ``body``, holds a lone UTF-16 surrogate (from
+    an escape such as ``"\\ud800"``: Python's parser takes it, but it is no character and
+    cannot be UTF-8 encoded), as ``"(\\ud800) in a string"``; None if none. Walks
+    ``data`` (without recursion) only when ``body`` holds such an escape.
+
+    >>> lone_surrogate({"a": ["x", {"b": "\\ud800"}]}, b'... \\\\uD800 ...')
+    '(\\\\ud800) in a string'
+    >>> lone_surrogate({"a": "\\U0001f600"}, b'"\\\\ud83d\\\\ude00"') is None
+    True
+    """
+    if not _SURROGATE_ESCAPE.search(body):
+        return None
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found is not None:
+                return f"(\\u{ord(found.group()):04x}) in a string"
+    return None
 
 
 def _refuse_constant(name: str) -> Any:

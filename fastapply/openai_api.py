@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fastapply.http_guard import lone_surrogate
 from fastapply.metrics import Stats
 
 #: Model names /v1/models lists; any other name is accepted as well.
@@ -90,9 +91,18 @@ def parse_json(body: bytes) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}",
                        code="invalid_json") from None
+    except RecursionError:
+        raise ApiError(400, "the request body nests JSON too deeply; send a JSON object "
+                            "of the documented fields", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, f"the request body must be a JSON object, not a "
                             f"{type(data).__name__}", code="invalid_json")
+    where = lone_surrogate(data, body)  # no text holding one can be UTF-8 encoded
+    if where is not None:
+        raise ApiError(400, f"the request body holds a lone UTF-16 surrogate {where}, "
+                            f"which is no character; escape a character outside the BMP "
+                            f"as a pair (\\ud83d\\ude00) or send it as UTF-8",
+                       code="invalid_json")
     return data
 
 
@@ -373,6 +383,8 @@ def upstream_error(message: str, reported: bool) -> ApiError:
     400
     >>> upstream_error("internal error: RuntimeError: boom", True).status
     500
+    >>> upstream_error("the server is shutting down and takes no new requests; ...", True).status
+    503
     >>> upstream_error("no answer from 127.0.0.1:8001 within 300 s", False).status
     504
     """
@@ -380,6 +392,8 @@ def upstream_error(message: str, reported: bool) -> ApiError:
         lowered = message.lower()
         if lowered.startswith("request cancelled"):
             return ApiError(499, message, code="cancelled")
+        if lowered.startswith("the server is shutting down"):  # model.py's UNAVAILABLE
+            return ApiError(503, message, code="server_shutting_down")
         if any(lowered.startswith(p) for p in _SERVER_FAULTS):
             return ApiError(500, message, code="server_error")
         return ApiError(400, message, code="invalid_request")

@@ -74,6 +74,10 @@ CLIENT_ERRORS: dict[str, tuple[bytes | dict[str, Any], str]] = {
                                   + b"9" * 5000 + b"}", "holds a number of more digits than"),
     "NaN": (b'{"initial_code": "a", "edit_snippet": "b", "max_tokens": NaN}',
             "the request body holds NaN, which JSON does not have"),
+    "a lone surrogate": (b'{"initial_code": "x\\ud800", "edit_snippet": "b"}',
+                         "holds a lone UTF-16 surrogate (\\ud800) in a string"),
+    "a lone surrogate in a key": (b'{"initial_code": "a", "edit_snippet": "b", '
+                                  b'"parameters": {"\\uDBFF": 1}}', "lone UTF-16 surrogate"),
 }
 
 

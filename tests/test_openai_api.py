@@ -237,6 +237,12 @@ def test_a_file_cut_by_the_token_budget_is_an_error() -> None:
     ("internal error: RuntimeError: boom", True, 500),
     ("Request for unknown model: 'fast_apply' is not found", True, 500),
     ("request cancelled by the client", True, 499),
+    # model.py's UNAVAILABLE answers while the server stops: the client must go elsewhere,
+    # not be told its request was wrong (they were 400s)
+    ("the server is shutting down and takes no new requests; send the request again (to "
+     "another replica)", True, 503),
+    ("the server is shutting down: the drain grace period ran out before the request "
+     "finished; send the request again (to another replica)", True, 503),
     ("cannot reach a fastapply server at 127.0.0.1:1: failed to connect", False, 502),
     ("stream to 127.0.0.1:1 failed: Socket closed", False, 502),
     ("no answer from 127.0.0.1:1 within 300 s", False, 504),

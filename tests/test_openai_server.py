@@ -153,6 +153,11 @@ def test_models_accept_any_name(sdk: Any) -> None:
     (b'{"messages": "hi"}', 400, "invalid_type"),
     (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 99999999999}', 400,
      "invalid_value"),
+    # These two were a bare 500 "Internal Server Error" (RecursionError; a lone surrogate
+    # cannot be UTF-8 encoded for the gRPC request).
+    (b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "invalid_json"),
+    (b'{"messages": [{"role": "user", "content": "<code>\\ud800</code><update>x</update>"}]}',
+     400, "invalid_json"),
 ])
 def test_raw_bad_bodies_get_openai_error_json(front: OpenAIFront, body: bytes, status: int,
                                               code: str) -> None:
@@ -194,6 +199,10 @@ def test_relace_apply_streams_server_sent_events(front: OpenAIFront) -> None:
 def test_relace_apply_errors(front: OpenAIFront) -> None:
     status, _, raw = post(front, "/v1/code/apply", {"initialCode": ORIGINAL})
     assert status == 400 and "editSnippet is missing" in json.loads(raw)["error"]["message"]
+    for stream in (b"false", b"true"):  # a lone surrogate was a 500
+        status, _, raw = post(front, "/v1/code/apply", b'{"initialCode": "\\udfff", '
+                              b'"editSnippet": "x", "stream": ' + stream + b"}")
+        assert status == 400 and "lone UTF-16 surrogate" in json.loads(raw)["error"]["message"]
     status, _, raw = post(front, "/v1/code/apply", {"initialCode": ORIGINAL,
                                                     "editSnippet": " "})
     assert status == 400 and "edit_snippet is empty" in json.loads(raw)["error"]["message"]
