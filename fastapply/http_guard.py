@@ -259,8 +259,9 @@ class Guard:
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
-        #: metadata path -> {input name: Triton datatype}, read once per model
-        self.inputs: dict[str, dict[str, str]] = {}
+        #: metadata path -> ({input name: Triton datatype}, names of its BYTES outputs),
+        #: read once per model
+        self.models: dict[str, tuple[dict[str, str], list[str]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -280,9 +281,18 @@ class Guard:
             match = GENERATE_PATH.fullmatch(scope["path"])
             if match is not None:
                 try:
-                    await self._check(match, body)
+                    checked = await self._check(match, body)
                 except BadRequest as exc:
                     await _respond(send, 400, str(exc))
+                    return
+                if checked is not None and not scope["path"].endswith("_stream") and \
+                        checked[1].get("stream") == "BOOL":  # see fastapply.http_generate
+                    from fastapply.http_generate import generate_as_stream
+
+                    await generate_as_stream(
+                        self.upstream, scope["raw_path"] or scope["path"].encode(),
+                        scope["headers"], checked[0], checked[2], send,
+                        lambda then: _on_disconnect(receive, then))
                     return
         await self._relay(scope, receive, send, body)
 
@@ -316,25 +326,31 @@ class Guard:
             if not message.get("more_body", False):
                 return b"".join(parts)
 
-    async def _check(self, match: re.Match[str], body: bytes) -> None:
+    async def _check(self, match: re.Match[str], body: bytes
+                     ) -> tuple[dict[str, Any], dict[str, str], list[str]] | None:
+        """Parse and check a generate request (BadRequest); (the request, the model's
+        inputs, its BYTES outputs), or None where the model's metadata is unknown."""
         request = parse_body(body)
         model, version = match["model"], match["version"]
         path = f"/v2/models/{quote(model, safe='')}" + (
             f"/versions/{quote(version, safe='')}" if version else "")
-        inputs = self.inputs.get(path)
-        if inputs is None:
+        known = self.models.get(path)
+        if known is None:
             try:
                 status, answer = await self.upstream.get(path)
             except UpstreamError:
-                return  # the request itself will tell the client
+                return None  # the request itself will tell the client
             try:
-                inputs = {i["name"]: i["datatype"] for i in json.loads(answer)["inputs"]}
+                metadata = json.loads(answer)
+                known = ({i["name"]: i["datatype"] for i in metadata["inputs"]},
+                         [o["name"] for o in metadata["outputs"] if o["datatype"] == "BYTES"])
             except (ValueError, KeyError, TypeError):
-                inputs = None
-            if status != 200 or inputs is None:
-                return  # unknown model or version: Triton answers the request itself
-            self.inputs[path] = inputs
-        check_request(request, inputs, model)
+                known = None
+            if status != 200 or known is None:
+                return None  # unknown model or version: Triton answers the request itself
+            self.models[path] = known
+        check_request(request, known[0], model)
+        return request, *known
 
     async def _relay(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         """Send the request to Triton, its answer back as it comes; abort the upstream
