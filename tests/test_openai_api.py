@@ -260,6 +260,20 @@ def test_split_tags_without_tags() -> None:
     assert split_tags("plain") == (None, None, None)
 
 
+def test_unclosed_instruction_tags_take_linear_work() -> None:
+    # A regex retried every opening tag to the end of the message: 16,000 unclosed
+    # "<instruction>" (208 KB) held the front's event loop for 12.6 s, 100,000 for hours.
+    # A subprocess, so that a regression fails at the bound instead of hanging the run.
+    import subprocess
+    import sys
+
+    code = ("from fastapply.openai_api import split_tags\n"
+            "print(split_tags('<instruction>' * 100_000 + '<code>a</code><update>b</update>'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.strip() == "(None, 'a', 'b')"
+
+
 def test_docstring_examples() -> None:
     import doctest
 
