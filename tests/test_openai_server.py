@@ -167,6 +167,17 @@ def test_raw_bad_bodies_get_openai_error_json(front: OpenAIFront, body: bytes, s
     assert set(error) == {"message", "type", "param", "code"}
 
 
+def test_a_body_over_the_limit_is_refused_before_it_is_read(front: OpenAIFront) -> None:
+    # The front read any body whole into memory (the guard refuses over 64 MiB).
+    with socket.create_connection(("127.0.0.1", front.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/code/apply HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n{\"initialCode\": "
+                     % (2**30))
+        head = sock.recv(65536)
+    assert head.startswith(b"HTTP/1.1 413 "), head
+    assert b"request_too_large" in head
+
+
 def test_unknown_routes_and_methods(front: OpenAIFront) -> None:
     assert post(front, "/v1/completions", {})[0] == 404
     status, _, raw = post(front, "/v1/models", {})
