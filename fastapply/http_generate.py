@@ -44,13 +44,18 @@ def join_events(events: list[dict[str, Any]], text_outputs: list[str]) -> dict[s
     return joined
 
 
+#: How the model's UNAVAILABLE answers at shutdown begin (model.py).
+SHUTTING_DOWN = "the server is shutting down"
+
+
 def late_error_status(message: str) -> int:
-    """The status ``generate`` would give an error the model sent after some deltas (by
-    then the stream's own status, 200, is sent): the model's wording tells its code
+    """The status for an error the model sent after some deltas (by then the stream's
+    own status, 200, is sent), or for its UNAVAILABLE at shutdown (Triton 2.51 answers
+    that 400, as if the request were wrong): the model's wording tells its code
     (model.py: UNAVAILABLE at shutdown, INTERNAL for its own faults, else INVALID_ARG,
     such as a file cut off by max_tokens)."""
     lowered = message.lower()
-    if lowered.startswith("the server is shutting down"):
+    if lowered.startswith(SHUTTING_DOWN):
         return 503
     if lowered.startswith("internal error"):
         return 500
@@ -115,7 +120,8 @@ async def generate_as_stream(upstream: Upstream, target: bytes,
     if not streamed:  # refused before the model ran: Triton's JSON error as it is
         await respond_json(send, exchange.status, buffer)
     elif error is not None:
-        status = exchange.status if len(events) == 1 else late_error_status(str(error))
+        status = exchange.status if len(events) == 1 and not str(error).startswith(
+            SHUTTING_DOWN) else late_error_status(str(error))
         await respond_json(send, status, _dumps({"error": error}))
     elif not events:
         await respond_json(send, 502, _dumps({"error": "tritonserver ended its answer "

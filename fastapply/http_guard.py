@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from fastapply.http_generate import SHUTTING_DOWN, generate_as_stream
 from fastapply.http_upstream import HOP_BY_HOP, Upstream, UpstreamError
 
 #: The paths of Triton's generate extension (POST).
@@ -287,8 +288,6 @@ class Guard:
                     return
                 if checked is not None and not scope["path"].endswith("_stream") and \
                         checked[1].get("stream") == "BOOL":  # see fastapply.http_generate
-                    from fastapply.http_generate import generate_as_stream
-
                     await generate_as_stream(
                         self.upstream, scope["raw_path"] or scope["path"].encode(),
                         scope["headers"], checked[0], checked[2], send,
@@ -360,6 +359,7 @@ class Guard:
             target += b"?" + scope["query_string"]
         exchange = self.upstream.exchange()
         watcher = asyncio.ensure_future(_on_disconnect(receive, exchange.abort))
+        started = False  # the answer's status and headers went to the client
         try:
             try:
                 await exchange.send(scope["method"], target, scope["headers"], body)
@@ -367,17 +367,28 @@ class Guard:
                 if not exchange.aborted:
                     await _respond(send, 502, str(exc))
                 return
-            await send({"type": "http.response.start", "status": exchange.status,
-                        "headers": [(n, v) for n, v in exchange.headers
-                                    if n.lower() not in HOP_BY_HOP]})
             async with contextlib.aclosing(exchange.chunks()) as parts:
+                status, first = exchange.status, b""
+                if status == 400:  # Triton 2.51 answers the model's UNAVAILABLE 400
+                    first = await anext(parts, b"")
+                    if b'{"error":"%s' % SHUTTING_DOWN.encode() in first[:64]:
+                        status = 503
+                await send({"type": "http.response.start", "status": status,
+                            "headers": [(n, v) for n, v in exchange.headers
+                                        if n.lower() not in HOP_BY_HOP]})
+                started = True
+                if first:
+                    await send({"type": "http.response.body", "body": first,
+                                "more_body": True})
                 async for part in parts:
                     await send({"type": "http.response.body", "body": part,
                                 "more_body": True})
             watcher.cancel()
             await send({"type": "http.response.body", "body": b""})
         except UpstreamError as exc:
-            if not exchange.aborted:  # else the client left: nobody to tell
+            if not exchange.aborted and not started:
+                await _respond(send, 502, str(exc))
+            elif not exchange.aborted:  # else the client left: nobody to tell
                 # Returning mid-answer makes uvicorn close the client's connection: the
                 # answer ends cut off, never cleanly as if it were complete.
                 logging.getLogger(__name__).warning(
