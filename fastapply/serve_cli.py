@@ -24,6 +24,7 @@ from fastapply.serving import (
     SHUTDOWN_MARGIN_S,
     GuardError,
     ServerError,
+    StartCancelled,
     TritonServer,
 )
 
@@ -108,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         try:
-            server.start()
+            server.start(cancelled=lambda: stop["now"])
+        except StartCancelled:
+            print("fastapply serve: stopped before the model was ready; no request was "
+                  "taken.", file=sys.stderr)
+            return 0
         except ServerError as exc:
             what = "the server did not start" if isinstance(exc, GuardError) else \
                 "the model did not load"
