@@ -298,10 +298,6 @@ class FastApplyService:
 
         tok, runtime = self.tokenizer, self.runtime
         assert runtime is not None
-        request = prompts.build_request(
-            tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
-            max_new_tokens=max_tokens or runtime.context_limit,
-            max_draft_len=self.config.max_draft_len)
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
 
@@ -314,6 +310,10 @@ class FastApplyService:
                     on_delta(delta)
 
         try:
+            request = prompts.build_request(
+                tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
+                max_new_tokens=max_tokens or runtime.context_limit,
+                max_draft_len=self.config.max_draft_len, context_limit=runtime.context_limit)
             gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None
