@@ -126,5 +126,10 @@ async def generate_as_stream(upstream: Upstream, target: bytes,
     elif not events:
         await respond_json(send, 502, _dumps({"error": "tritonserver ended its answer "
                                                        "without a response"}))
+    elif not all(name in events[-1] for name in text_outputs):
+        # The model's last response carries every output (stats too): a stream that
+        # ended without it holds a fragment, never an answer.
+        await respond_json(send, 502, _dumps({"error": "tritonserver ended the answer "
+                                                       "before its final response"}))
     else:
         await respond_json(send, exchange.status, _dumps(join_events(events, text_outputs)))
