@@ -335,6 +335,20 @@ def test_serve_prints_addresses_and_stops_on_sigterm(guard: str) -> None:
             proc.wait()
 
 
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--grace-period-s", "nan", "is not a grace period"),  # was a ValueError traceback
+    ("--grace-period-s", "inf", "is not a grace period"),  # an OverflowError traceback
+    ("--grace-period-s", "-5", "is not a grace period"),  # served, drained for -5 s
+    ("--grpc-port", "70000", "is not a port"),
+])
+def test_serve_refuses_bad_numbers_before_it_starts(option: str, value: str,
+                                                    message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "fastapply", "serve", option, value],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.server
 def test_a_signal_while_the_model_loads_stops_serve_at_once() -> None:
     # serve waited for the model to be ready (minutes for a large one) before it looked
