@@ -436,12 +436,12 @@ def stop(proc: Any, timeout_s: float = 10.0) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fastapply.processes import front_parser, run_front
+    from fastapply.processes import front_parser, positive, run_front
 
     parser = front_parser("python -m fastapply.http_guard", __doc__)
     parser.add_argument("--upstream", default="127.0.0.1:8000",
                         help="tritonserver's HTTP address, HOST:PORT (default 127.0.0.1:8000)")
-    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+    parser.add_argument("--max-body-bytes", type=positive(int), default=DEFAULT_MAX_BODY_BYTES,
                         help=f"largest request body, in bytes ({DEFAULT_MAX_BODY_BYTES})")
     args = parser.parse_args(argv)
     host, _, port = args.upstream.rpartition(":")

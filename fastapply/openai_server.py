@@ -400,14 +400,14 @@ class OpenAIFront:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fastapply.processes import front_parser, run_front
+    from fastapply.processes import front_parser, positive, run_front
 
     parser = front_parser("python -m fastapply.openai_server", __doc__)
     parser.add_argument("--grpc-url", default="127.0.0.1:8001",
                         help="Triton's gRPC address, HOST:PORT (default 127.0.0.1:8001)")
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+    parser.add_argument("--concurrency", type=positive(int), default=DEFAULT_CONCURRENCY,
                         help=f"requests in flight to Triton at once ({DEFAULT_CONCURRENCY})")
-    parser.add_argument("--timeout-s", type=float, default=300.0,
+    parser.add_argument("--timeout-s", type=positive(float), default=300.0,
                         help="longest wait for each answer from Triton, in s (300)")
     args = parser.parse_args(argv)
     run_front(build_app(Upstream(args.grpc_url, args.concurrency, args.timeout_s)),

@@ -331,6 +331,19 @@ def test_clients_that_leave_give_their_slot_back(tiny_server: Any, tmp_path: Pat
         assert status == 400 and b"edit_snippet is empty" in raw
 
 
+@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--concurrency", "-1"],
+                                  ["--timeout-s", "-1"], ["--timeout-s", "nan"]])
+def test_the_front_refuses_settings_that_break_every_request(args: list[str]) -> None:
+    # --concurrency 0 left every request waiting forever, -1 was a traceback, and a
+    # timeout of -1 failed every request.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "fastapply.openai_server", "--port", "1",
+                           *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "above 0" in done.stderr, done.stderr
+
+
 def test_a_front_that_cannot_bind_says_so(tmp_path: Path) -> None:
     from fastapply.serving import ServerError
 
