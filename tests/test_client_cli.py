@@ -220,3 +220,15 @@ def test_a_file_that_is_not_utf8_is_refused_with_what_to_do(
     err = capsys.readouterr().err
     assert "is not UTF-8 text (byte 0xe9 at offset 5)" in err and "iconv" in err, err
     assert source.read_bytes() == b'x = "\xe9"\n'
+
+
+@pytest.mark.parametrize("timeout_s", ["0", "-1", "nan", "inf"])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(files: tuple[Path, Path],
+                                                            timeout_s: str) -> None:
+    # inf crashed the client's watchdog thread (OverflowError traceback), -1 failed at once
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "fastapply", "apply", *map(str, files),
+                           "--timeout-s", timeout_s], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "above 0" in done.stderr, done.stderr
