@@ -106,9 +106,9 @@ async def generate_as_stream(upstream: Upstream, target: bytes,
                 if not streamed:
                     continue
                 *done, buffer = buffer.split(b"\n\n")
-                events += [json.loads(e[len(b"data: "):]) for e in done
-                           if e.startswith(b"data: ")]
-                error = next((e["error"] for e in events if "error" in e), None)
+                new = [json.loads(e[len(b"data: "):]) for e in done if e.startswith(b"data: ")]
+                events += new
+                error = next((e["error"] for e in new if "error" in e), None)
                 if error is not None:
                     break
     except UpstreamError as exc:
