@@ -273,20 +273,17 @@ def endless_stream(port: int) -> Iterator[tuple[socket.socket, bytes]]:
         yield sock, received
 
 
-@pytest.mark.server
-@pytest.mark.slow
-def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None:
-    cancelled = 'outcome="cancelled"'
-    before = metric(tiny_server, "fastapply_requests_total", cancelled)
-    with endless_stream(tiny_server.http_port):
-        pass  # the client leaves after the first event
+CANCELLED = 'outcome="cancelled"'
 
+
+def assert_cancelled_then_serving(tiny_server: Any, before: float) -> None:
+    """The model counts one more cancelled request than ``before``, and still serves."""
     def counted() -> bool:
         # Counters go out with a request's answer: a cheap request carries them.
         post(tiny_server, f"{MODEL}/generate", {"initial_code": "a", "edit_snippet": ""})
-        return metric(tiny_server, "fastapply_requests_total", cancelled) > before
+        return metric(tiny_server, "fastapply_requests_total", CANCELLED) > before
 
-    wait_for(counted, "the model counted the stream as cancelled")
+    wait_for(counted, "the model counted the request as cancelled")
     status, answer = post(tiny_server, f"{MODEL}/generate",
                           {"initial_code": TINY_COMPLETE[0], "edit_snippet": TINY_COMPLETE[1]})
     assert status == 200 and json.loads(json.loads(answer)["stats"])["finish_reason"] == "stop"
@@ -294,11 +291,20 @@ def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None
 
 @pytest.mark.server
 @pytest.mark.slow
+def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None:
+    before = metric(tiny_server, "fastapply_requests_total", CANCELLED)
+    with endless_stream(tiny_server.http_port):
+        pass  # the client leaves after the first event
+
+    assert_cancelled_then_serving(tiny_server, before)
+
+
+@pytest.mark.server
+@pytest.mark.slow
 def test_a_killed_generate_client_cancels_its_request(tiny_server: Any) -> None:
     # Triton 2.51 never cancels a (non-streaming) generate request whose client left:
     # the model generated the whole answer (~8 s here) for nobody and counted a success.
-    cancelled = 'outcome="cancelled"'
-    before = metric(tiny_server, "fastapply_requests_total", cancelled)
+    before = metric(tiny_server, "fastapply_requests_total", CANCELLED)
     seen = metric(tiny_server, "nv_inference_count", 'model="fast_apply"')
     body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1]}).encode()
     with socket.create_connection(("127.0.0.1", tiny_server.http_port), timeout=60) as sock:
@@ -308,15 +314,7 @@ def test_a_killed_generate_client_cancels_its_request(tiny_server: Any) -> None:
                  "the request reached the model")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")  # RST
 
-    def counted() -> bool:
-        # Counters go out with a request's answer: a cheap request carries them.
-        post(tiny_server, f"{MODEL}/generate", {"initial_code": "a", "edit_snippet": ""})
-        return metric(tiny_server, "fastapply_requests_total", cancelled) > before
-
-    wait_for(counted, "the model counted the request as cancelled")
-    status, answer = post(tiny_server, f"{MODEL}/generate",
-                          {"initial_code": TINY_COMPLETE[0], "edit_snippet": TINY_COMPLETE[1]})
-    assert status == 200 and json.loads(json.loads(answer)["stats"])["finish_reason"] == "stop"
+    assert_cancelled_then_serving(tiny_server, before)
 
 
 @pytest.mark.server
