@@ -45,6 +45,9 @@ GENERATE_PATH = re.compile(
 #: Largest request body accepted, in bytes (413 above it): the model's input limit
 #: (fastapply.service, 4 MiB by default) with room for JSON escapes and binary tensors.
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+#: Longest header name or value tritonserver 2.51 takes (it resets the connection on
+#: a longer one, which read as "tritonserver did not answer").
+MAX_HEADER_BYTES = 8191
 #: Inclusive value range of each integer tensor type.
 INT_RANGES = {f"{kind}INT{bits}": (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if kind == ""
               else (0, 2 ** bits - 1) for kind in ("", "U") for bits in (8, 16, 32, 64)}
@@ -270,6 +273,14 @@ class Guard:
             return
         if scope["type"] != "http":
             return
+        for name, value in scope["headers"]:
+            if max(len(name), len(value)) > MAX_HEADER_BYTES and name not in HOP_BY_HOP:
+                part = "name" if len(name) > MAX_HEADER_BYTES else "value"
+                await _respond(send, 431, f"a header's {part} ({name[:40].decode('latin-1')}"
+                                          f"...) is {max(len(name), len(value))} bytes; "
+                                          f"tritonserver takes header names and values of "
+                                          f"up to {MAX_HEADER_BYTES} bytes: send a shorter one")
+                return
         try:
             body = await self._read_body(scope, receive)
         except _ClientLeft:

@@ -148,6 +148,16 @@ def test_valid_requests_get_what_triton_answers(det_server: Any) -> None:
 
 
 @pytest.mark.server
+def test_a_header_longer_than_triton_takes_is_a_431_not_a_502(det_server: Any) -> None:
+    # Triton resets the connection on a header name or value of 8 KiB: the guard said
+    # "tritonserver did not answer ... try again shortly", which never helps.
+    ok = http(det_server, "GET", "/v2/health/ready", headers={"X-A": "a" * 8191})
+    assert ok[0] == 200
+    status, answer = http(det_server, "GET", "/v2/health/ready", headers={"X-A": "a" * 8192})
+    assert status == 431 and "a header's value (x-a...) is 8192 bytes" in answer, answer
+
+
+@pytest.mark.server
 def test_other_paths_pass_through(det_server: Any) -> None:
     from fastapply.serving import ADMIN_HEADER
 
