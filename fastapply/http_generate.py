@@ -70,7 +70,7 @@ async def respond_json(send: Send, status: int, body: bytes) -> None:
 
 
 def _dumps(data: Any) -> bytes:
-    # surrogateescape: bytes that were not UTF-8 (fastapply.http_guard.parse_body) go
+    # surrogateescape: bytes that were not UTF-8 (fastapply.http_checks.parse_body) go
     # back out as they came, for the model to name
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "surrogateescape")

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fastapply.http_guard import lone_surrogate
+from fastapply.http_checks import lone_surrogate
 from fastapply.metrics import Stats
 
 #: Model names /v1/models lists; any other name is accepted as well.
