@@ -119,6 +119,19 @@ def test_context_limit_is_refused_not_truncated(tiny_services):
         small.apply(rec["original"], rec["lazy_snippet"])
 
 
+@pytest.mark.parametrize("where", ["original", "snippet"])
+def test_text_the_tokenizer_reads_as_a_stop_token_is_refused(tiny_services: Any,
+                                                             where: str) -> None:
+    # "<|im_end|>" in a file became the stop token itself in the prompt and the drafts:
+    # a model copying the file stops there, and the file up to it came back as merged.
+    _, spec, _ = tiny_services
+    text = 'a = 1\nEND = "<|im_end|>"\n'
+    args = (text, "a = 2\n") if where == "original" else ("a = 1\n", text)
+    with pytest.raises(InvalidRequest, match=r"holds '<\|im_end\|>' \(line 2\), which this "
+                                             r"model's tokenizer reads as a token that ends"):
+        spec.apply(*args)
+
+
 def test_a_prompt_over_the_context_is_refused_before_the_drafts_are_built(
         tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # The drafter's sources (a deterministic merge, then three texts tokenized) cost
