@@ -9,9 +9,11 @@ tritonserver's HTTP bound to a loopback port of its own, and:
 
 * for ``POST /v2/models/{model}[/versions/{v}]/generate[_stream]``, parses the body and
   refuses with **400** and Triton's error shape ``{"error": "..."}`` naming the field, what
-  was sent and what to send, everything Triton would answer 500 (see :func:`parse_body`
-  and :func:`check_request`; the inputs' names and types come from the model's metadata,
-  ``GET /v2/models/{model}``, read once per model); a valid body goes to Triton as is;
+  was sent and what to send, everything Triton would answer 500 (the checks are
+  :mod:`fastapply.http_checks`; the inputs' names and types come from the model's
+  metadata, ``GET /v2/models/{model}``, read once per model); a valid ``generate_stream``
+  body goes to Triton as is, a ``generate`` one as a stream
+  (:mod:`fastapply.http_generate`, so that a client that leaves cancels it);
 * passes every other request through verbatim (method, path, headers, among them the
   operator's admin key, body), and every answer back as it arrives: status, headers,
   Triton's own 400s, a ``generate_stream``'s events one by one. One header is changed:
@@ -41,6 +43,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from fastapply.http_checks import BadRequest, check_request, parse_body
+from fastapply.http_generate import SHUTTING_DOWN, generate_as_stream
 from fastapply.http_upstream import HOP_BY_HOP, Upstream, UpstreamError
 
 #: The paths of Triton's generate extension (POST).
@@ -49,10 +53,9 @@ GENERATE_PATH = re.compile(
 #: Largest request body accepted, in bytes (413 above it): the model's input limit
 #: (fastapply.service, 4 MiB by default) with room for JSON escapes and binary tensors.
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
-#: Inclusive value range of each integer tensor type.
-INT_RANGES = {f"{kind}INT{bits}": (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if kind == ""
-              else (0, 2 ** bits - 1) for kind in ("", "U") for bits in (8, 16, 32, 64)}
-FLOAT_TYPES = ("FP16", "FP32", "FP64", "BF16")
+#: Longest header name or value tritonserver 2.51 takes (it resets the connection on
+#: a longer one, which read as "tritonserver did not answer").
+MAX_HEADER_BYTES = 8191
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -61,150 +64,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 class _ClientLeft(Exception):
     """The client went away before it sent its whole request."""
-
-
-class BadRequest(ValueError):
-    """A client error in a generate request; the message says what to send instead."""
-
-
-# -- the checks (pure functions) ----------------------------------------------------------
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen = dict(pairs)
-    if len(seen) != len(pairs):
-        names = [name for name, _ in pairs]
-        twice = next(name for name in names if names.count(name) > 1)
-        raise BadRequest(f"the key {json.dumps(twice)} appears more than once in a JSON "
-                         f"object of the request body; send each key once")
-    return seen
-
-
-def parse_body(body: bytes) -> dict[str, Any]:
-    """The body of a generate request as a JSON object, or BadRequest saying what is wrong.
-
-    >>> parse_body(b'{"initial_code": "x = 1\\\\n", "stream": true}')
-    {'initial_code': 'x = 1\\n', 'stream': True}
-    >>> parse_body(b'')
-    Traceback (most recent call last):
-    ...
-    fastapply.http_guard.BadRequest: the request body is empty; send a JSON object ...
-    >>> parse_body(b'{"stream": tru}')
-    Traceback (most recent call last):
-    ...
-    fastapply.http_guard.BadRequest: the request body is not valid JSON (Expecting value at ...
-    >>> parse_body(b'["x"]')
-    Traceback (most recent call last):
-    ...
-    fastapply.http_guard.BadRequest: the request body is a JSON array; send a JSON object ...
-
-    Work is linear in the body's size: a body that does not start with ``{`` is refused
-    before it is parsed, and a parse stops at the first error. Bytes that are not UTF-8
-    are left to the model, which names the input they are in.
-    """
-    text = body.decode("utf-8", "surrogateescape")
-    start = text.lstrip(" \t\r\n")[:1]
-    send = ("send a JSON object whose keys are the model's inputs, e.g. "
-            '{"initial_code": "...", "edit_snippet": "..."}')
-    if not start:
-        raise BadRequest(f"the request body is empty; {send}")
-    if start != "{":
-        kind = {"[": "a JSON array", '"': "a JSON string", "n": "null", "t": "true",
-                "f": "false"}.get(start, "a JSON number" if start in "-0123456789" else "")
-        what = f"is {kind}" if kind else "is not a JSON object"
-        raise BadRequest(f"the request body {what}; {send}")
-    try:
-        request = json.loads(text, object_pairs_hook=_no_duplicates,
-                             parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        raise BadRequest(f"the request body is not valid JSON ({exc.msg} at line {exc.lineno} "
-                         f"column {exc.colno}); {send}") from None
-    except BadRequest:
-        raise
-    except RecursionError:
-        raise BadRequest(f"the request body nests JSON too deeply; {send}") from None
-    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits()
-        raise BadRequest(f"the request body holds a number of more digits than any input "
-                         f"takes ({str(exc).split(':')[0]}); send smaller numbers") from None
-    assert isinstance(request, dict)  # it starts with "{"
-    return request
-
-
-def _refuse_constant(name: str) -> Any:
-    raise BadRequest(f"the request body holds {name}, which JSON does not have; send numbers "
-                     f"as digits")
-
-
-def _describe(value: Any) -> str:
-    """What a JSON value is, for a message: ``the string "yes"``, ``the number 5.5``."""
-    if isinstance(value, str):
-        shown = json.dumps(value[:40], ensure_ascii=False)
-        return f"the string {shown}{'...' if len(value) > 40 else ''}"
-    if isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, (int, float)):
-        shown = str(value) if isinstance(value, float) or abs(value) < 10 ** 40 else \
-            f"{str(value)[:40]}... ({len(str(abs(value)))} digits)"
-        return f"the number {shown}"
-    return {list: "an array", dict: "an object", type(None): "null"}.get(type(value), "?")
-
-
-def _expected(dtype: str) -> str:
-    if dtype in INT_RANGES:
-        low, high = INT_RANGES[dtype]
-        return f"a whole number from {low} to {high}"
-    return {"BYTES": "a JSON string", "BOOL": "true or false"}.get(dtype, "a number")
-
-
-def _fits(dtype: str, value: Any) -> bool:
-    if dtype == "BYTES":
-        return isinstance(value, str)
-    if dtype == "BOOL":
-        return isinstance(value, bool)
-    if dtype in INT_RANGES:
-        low, high = INT_RANGES[dtype]
-        return type(value) is int and low <= value <= high
-    if dtype in FLOAT_TYPES:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return True  # a type Triton parses on its own terms
-
-
-def check_request(request: dict[str, Any], inputs: dict[str, str], model: str) -> None:
-    """Refuse (BadRequest) the values Triton's generate parsing would answer with a 500:
-    an input of the wrong JSON type or out of its type's range (arrays of such values
-    are tensors: each element is checked), a non-string ``id``, a non-object
-    ``parameters``. Other keys are request parameters: Triton checks those itself.
-
-    >>> inputs = {"initial_code": "BYTES", "stream": "BOOL", "max_tokens": "INT64"}
-    >>> check_request({"initial_code": "x", "stream": True, "max_tokens": 5}, inputs, "m")
-    >>> check_request({"stream": "yes"}, inputs, "m")
-    Traceback (most recent call last):
-    ...
-    fastapply.http_guard.BadRequest: stream is the string "yes": send true or false (input ...
-    >>> check_request({"max_tokens": [2 ** 63]}, inputs, "m")
-    Traceback (most recent call last):
-    ...
-    fastapply.http_guard.BadRequest: max_tokens[0] is the number 9223372036854775808: send ...
-    """
-    for name, value in request.items():
-        if name == "id" and not isinstance(value, str):
-            raise BadRequest(f"id is {_describe(value)}: send the request id as a JSON "
-                             f"string, or leave it out")
-        if name == "parameters" and not isinstance(value, dict):
-            raise BadRequest(f"parameters is {_describe(value)}: send a JSON object of "
-                             f"parameters, e.g. {{\"name\": 1}}, or leave it out")
-        dtype = inputs.get(name)
-        if dtype is not None and name not in ("id", "parameters"):
-            _check_value(name, value, dtype, model, name)
-
-
-def _check_value(name: str, value: Any, dtype: str, model: str, where: str) -> None:
-    if isinstance(value, list):  # a tensor's elements (Triton checks the shape)
-        for i, item in enumerate(value):
-            _check_value(name, item, dtype, model, f"{where}[{i}]")
-    elif not _fits(dtype, value):
-        raise BadRequest(f"{where} is {_describe(value)}: send {_expected(dtype)} (input "
-                         f"{name} of model {model} is {dtype})")
 
 
 # -- the ASGI application ---------------------------------------------------------------
@@ -241,8 +100,9 @@ class Guard:
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
-        #: metadata path -> {input name: Triton datatype}, read once per model
-        self.inputs: dict[str, dict[str, str]] = {}
+        #: metadata path -> ({input name: Triton datatype}, names of its BYTES outputs),
+        #: read once per model
+        self.models: dict[str, tuple[dict[str, str], list[str]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -250,6 +110,14 @@ class Guard:
             return
         if scope["type"] != "http":
             return
+        for name, value in scope["headers"]:
+            if max(len(name), len(value)) > MAX_HEADER_BYTES and name not in HOP_BY_HOP:
+                part = "name" if len(name) > MAX_HEADER_BYTES else "value"
+                await _respond(send, 431, f"a header's {part} ({name[:40].decode('latin-1')}"
+                                          f"...) is {max(len(name), len(value))} bytes; "
+                                          f"tritonserver takes header names and values of "
+                                          f"up to {MAX_HEADER_BYTES} bytes: send a shorter one")
+                return
         try:
             body = await self._read_body(scope, receive)
         except _ClientLeft:
@@ -262,9 +130,16 @@ class Guard:
             match = GENERATE_PATH.fullmatch(scope["path"])
             if match is not None:
                 try:
-                    await self._check(match, body)
+                    checked = await self._check(match, body)
                 except BadRequest as exc:
                     await _respond(send, 400, str(exc))
+                    return
+                if checked is not None and not scope["path"].endswith("_stream") and \
+                        checked[1].get("stream") == "BOOL":  # see fastapply.http_generate
+                    await generate_as_stream(
+                        self.upstream, scope["raw_path"] or scope["path"].encode(),
+                        _as_json(scope["headers"]), checked[0], checked[2], send,
+                        lambda then: _on_disconnect(receive, then))
                     return
         await self._relay(scope, receive, send, body)
 
@@ -298,25 +173,31 @@ class Guard:
             if not message.get("more_body", False):
                 return b"".join(parts)
 
-    async def _check(self, match: re.Match[str], body: bytes) -> None:
+    async def _check(self, match: re.Match[str], body: bytes
+                     ) -> tuple[dict[str, Any], dict[str, str], list[str]] | None:
+        """Parse and check a generate request (BadRequest); (the request, the model's
+        inputs, its BYTES outputs), or None where the model's metadata is unknown."""
         request = parse_body(body)
         model, version = match["model"], match["version"]
         path = f"/v2/models/{quote(model, safe='')}" + (
             f"/versions/{quote(version, safe='')}" if version else "")
-        inputs = self.inputs.get(path)
-        if inputs is None:
+        known = self.models.get(path)
+        if known is None:
             try:
                 status, answer = await self.upstream.get(path)
             except UpstreamError:
-                return  # the request itself will tell the client
+                return None  # the request itself will tell the client
             try:
-                inputs = {i["name"]: i["datatype"] for i in json.loads(answer)["inputs"]}
+                metadata = json.loads(answer)
+                known = ({i["name"]: i["datatype"] for i in metadata["inputs"]},
+                         [o["name"] for o in metadata["outputs"] if o["datatype"] == "BYTES"])
             except (ValueError, KeyError, TypeError):
-                inputs = None
-            if status != 200 or inputs is None:
-                return  # unknown model or version: Triton answers the request itself
-            self.inputs[path] = inputs
-        check_request(request, inputs, model)
+                known = None
+            if status != 200 or known is None:
+                return None  # unknown model or version: Triton answers the request itself
+            self.models[path] = known
+        check_request(request, known[0], model)
+        return request, *known
 
     async def _relay(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         """Send the request to Triton, its answer back as it comes; abort the upstream
@@ -326,6 +207,7 @@ class Guard:
             target += b"?" + scope["query_string"]
         exchange = self.upstream.exchange()
         watcher = asyncio.ensure_future(_on_disconnect(receive, exchange.abort))
+        started = False  # the answer's status and headers went to the client
         try:
             try:
                 await exchange.send(scope["method"], target, _as_json(scope["headers"]), body)
@@ -333,17 +215,28 @@ class Guard:
                 if not exchange.aborted:
                     await _respond(send, 502, str(exc))
                 return
-            await send({"type": "http.response.start", "status": exchange.status,
-                        "headers": [(n, v) for n, v in exchange.headers
-                                    if n.lower() not in HOP_BY_HOP]})
             async with contextlib.aclosing(exchange.chunks()) as parts:
+                status, first = exchange.status, b""
+                if status == 400:  # Triton 2.51 answers the model's UNAVAILABLE 400
+                    first = await anext(parts, b"")
+                    if b'{"error":"%s' % SHUTTING_DOWN.encode() in first[:64]:
+                        status = 503
+                await send({"type": "http.response.start", "status": status,
+                            "headers": [(n, v) for n, v in exchange.headers
+                                        if n.lower() not in HOP_BY_HOP]})
+                started = True
+                if first:
+                    await send({"type": "http.response.body", "body": first,
+                                "more_body": True})
                 async for part in parts:
                     await send({"type": "http.response.body", "body": part,
                                 "more_body": True})
             watcher.cancel()
             await send({"type": "http.response.body", "body": b""})
         except UpstreamError as exc:
-            if not exchange.aborted:  # else the client left: nobody to tell
+            if not exchange.aborted and not started:
+                await _respond(send, 502, str(exc))
+            elif not exchange.aborted:  # else the client left: nobody to tell
                 # Returning mid-answer makes uvicorn close the client's connection: the
                 # answer ends cut off, never cleanly as if it were complete.
                 logging.getLogger(__name__).warning(
@@ -391,12 +284,12 @@ def stop(proc: Any, timeout_s: float = 10.0) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fastapply.processes import front_parser, run_front
+    from fastapply.processes import front_parser, positive, run_front
 
     parser = front_parser("python -m fastapply.http_guard", __doc__)
     parser.add_argument("--upstream", default="127.0.0.1:8000",
                         help="tritonserver's HTTP address, HOST:PORT (default 127.0.0.1:8000)")
-    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+    parser.add_argument("--max-body-bytes", type=positive(int), default=DEFAULT_MAX_BODY_BYTES,
                         help=f"largest request body, in bytes ({DEFAULT_MAX_BODY_BYTES})")
     args = parser.parse_args(argv)
     host, _, port = args.upstream.rpartition(":")

@@ -174,10 +174,18 @@ def drained(shutdown_dir: str | Path) -> bool:
 
 
 def watch_for_drain(shutdown_dir: str, idle: Callable[[], bool],
-                    on_deadline: Callable[[], None], stop: threading.Event) -> None:
-    """model thread: wait for serve's drain request; then, until its deadline, for the
-    requests to finish, else call ``on_deadline()`` (answer the rest); either way say
-    so (``mark_drained``). Stops when ``stop`` is set (finalize: Triton is unloading).
+                    on_deadline: Callable[[], None], stop: threading.Event,
+                    draining: threading.Event) -> None:
+    """model thread: wait for serve's drain request; then set ``draining`` (the model
+    refuses new requests from then on), wait until its deadline for the requests to
+    finish, else call ``on_deadline()`` (answer the rest); either way say so
+    (``mark_drained``). Stops when ``stop`` is set (finalize: Triton is unloading).
+
+    ``draining`` is set before ``idle()`` is first asked, and the model accepts a request
+    into its book before it looks at ``draining``: so a request is either in the book
+    when it is found idle, or refused; never started after serve was told "drained".
+    Triton itself keeps taking requests while it stops (on gRPC, and on HTTP connections
+    kept open, such as the guard's), so the model has to refuse them.
 
     serve needs the word: Triton does not unload the model, and so does not exit,
     while a client keeps a gRPC stream open, even an idle one (FastApplyClient and the
@@ -188,6 +196,7 @@ def watch_for_drain(shutdown_dir: str, idle: Callable[[], bool],
         deadline_s = drain_deadline(shutdown_dir)
         if deadline_s is None:
             continue
+        draining.set()
         while not idle():
             if stop.wait(min(DRAIN_POLL_S, max(0.0, deadline_s - time.time()))):
                 return

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fastapply.http_checks import lone_surrogate
 from fastapply.metrics import Stats
 
 #: Model names /v1/models lists; any other name is accepted as well.
@@ -90,9 +91,18 @@ def parse_json(body: bytes) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}",
                        code="invalid_json") from None
+    except RecursionError:
+        raise ApiError(400, "the request body nests JSON too deeply; send a JSON object "
+                            "of the documented fields", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, f"the request body must be a JSON object, not a "
                             f"{type(data).__name__}", code="invalid_json")
+    where = lone_surrogate(data, body)  # no text holding one can be UTF-8 encoded
+    if where is not None:
+        raise ApiError(400, f"the request body holds a lone UTF-16 surrogate {where}, "
+                            f"which is no character; escape a character outside the BMP "
+                            f"as a pair (\\ud83d\\ude00) or send it as UTF-8",
+                       code="invalid_json")
     return data
 
 
@@ -146,7 +156,27 @@ def _text(content: Any, where: str) -> str:
                    code="invalid_type")
 
 
-_INSTRUCTION = re.compile(r"<(instructions?)>(.*?)</\1>", re.DOTALL)
+def _instruction(text: str) -> tuple[int, str, int] | None:
+    """(start, text, end) of the first ``<instruction>...</instruction>`` (or
+    ``<instructions>``) element, as ``re.search(r"<(instructions?)>(.*?)</\1>")`` finds
+    it, in linear time (that pattern retries every opening tag to the end of the text:
+    16,000 unclosed tags took 12.6 s). Only the first opening tag of each name matters:
+    a closing tag after a later one is after the first one too.
+
+    >>> _instruction("<instructions>a<instruction>b</instruction></instructions>")
+    (0, 'a<instruction>b</instruction>', 58)
+    >>> _instruction("<instruction>" * 3) is None
+    True
+    """
+    best = None
+    for name in ("instruction", "instructions"):
+        start = text.find(f"<{name}>")
+        end = text.find(f"</{name}>", start + len(name) + 2) if start >= 0 else -1
+        if end >= 0 and (best is None or start < best[0]):
+            best = (start, text[start + len(name) + 2:end], end + len(name) + 3)
+    return best
+
+
 _SEPARATOR = re.compile(r"</code>\s*<update>")
 _FENCE = re.compile(r"\A\s*```[^\n`]*\n(.*\n)```\s*\Z", re.DOTALL)
 
@@ -164,11 +194,11 @@ def split_tags(text: str) -> tuple[str | None, str | None, str | None]:
     (None, None, 'only')
     """
     instruction = None
-    match = _INSTRUCTION.search(text)
+    found = _instruction(text)
     code_at = text.find("<code>")
-    if match and (code_at < 0 or match.start() < code_at):
-        instruction = match.group(2).strip() or None
-        text = text[match.end():]
+    if found is not None and (code_at < 0 or found[0] < code_at):
+        instruction = found[1].strip() or None
+        text = text[found[2]:]
     seps = list(_SEPARATOR.finditer(text))
     if len(seps) > 1:
         raise ApiError(400, "the message holds '</code>' followed by '<update>' more than "
@@ -373,6 +403,8 @@ def upstream_error(message: str, reported: bool) -> ApiError:
     400
     >>> upstream_error("internal error: RuntimeError: boom", True).status
     500
+    >>> upstream_error("the server is shutting down and takes no new requests; ...", True).status
+    503
     >>> upstream_error("no answer from 127.0.0.1:8001 within 300 s", False).status
     504
     """
@@ -380,6 +412,8 @@ def upstream_error(message: str, reported: bool) -> ApiError:
         lowered = message.lower()
         if lowered.startswith("request cancelled"):
             return ApiError(499, message, code="cancelled")
+        if lowered.startswith("the server is shutting down"):  # model.py's UNAVAILABLE
+            return ApiError(503, message, code="server_shutting_down")
         if any(lowered.startswith(p) for p in _SERVER_FAULTS):
             return ApiError(500, message, code="server_error")
         return ApiError(400, message, code="invalid_request")

@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from fastapply.http_guard import DEFAULT_MAX_BODY_BYTES
 from fastapply.metrics import Stats
 from fastapply.openai_api import (
     ApiError,
@@ -60,6 +61,8 @@ from fastapply.openai_api import (
 
 #: Requests in flight to Triton at once (each holds a gRPC client and a thread).
 DEFAULT_CONCURRENCY = 32
+#: Largest request body, in bytes (413 above it): the HTTP guard's limit.
+MAX_BODY_BYTES = DEFAULT_MAX_BODY_BYTES
 
 
 class ChatEvents:
@@ -231,6 +234,23 @@ async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[byte
         yield item
 
 
+async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request's body, or a 413 once it is over ``limit`` bytes (at once when its
+    Content-Length says so): without a limit one request could fill the memory."""
+    too_large = ApiError(413, f"the request body is over {limit} bytes; send a smaller file",
+                         code="request_too_large")
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise too_large
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise too_large
+        parts.append(part)
+    return b"".join(parts)
+
+
 async def _disconnected(receive: Callable[[], Any]) -> None:
     """Returns once the HTTP client has gone (the request body was already read)."""
     while (await receive())["type"] != "http.disconnect":
@@ -255,7 +275,7 @@ def build_app(upstream: Upstream) -> Any:
                     events: Callable[[MergeRequest], Any],
                     answer: Callable[[MergeRequest, Any], Any]) -> Response:
         try:
-            req = parse(parse_json(await request.body()))
+            req = parse(parse_json(await read_body(request)))
             if req.stream:
                 body = upstream.stream(req, events(req))
                 first = await body.__anext__()  # bad input raises here, as an HTTP error
@@ -380,14 +400,14 @@ class OpenAIFront:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fastapply.processes import front_parser, run_front
+    from fastapply.processes import front_parser, positive, run_front
 
     parser = front_parser("python -m fastapply.openai_server", __doc__)
     parser.add_argument("--grpc-url", default="127.0.0.1:8001",
                         help="Triton's gRPC address, HOST:PORT (default 127.0.0.1:8001)")
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+    parser.add_argument("--concurrency", type=positive(int), default=DEFAULT_CONCURRENCY,
                         help=f"requests in flight to Triton at once ({DEFAULT_CONCURRENCY})")
-    parser.add_argument("--timeout-s", type=float, default=300.0,
+    parser.add_argument("--timeout-s", type=positive(float), default=300.0,
                         help="longest wait for each answer from Triton, in s (300)")
     args = parser.parse_args(argv)
     run_front(build_app(Upstream(args.grpc_url, args.concurrency, args.timeout_s)),

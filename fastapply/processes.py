@@ -56,6 +56,21 @@ def front_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+def positive(kind: type[int] | type[float]) -> Any:
+    """An argparse type: a finite number of ``kind`` above 0 (a concurrency of 0 left
+    every request waiting forever; a timeout of -1 failed every one)."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not 0 < value < float("inf"):  # NaN fails this too
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__} above 0")
+        return value
+
+    return parse
+
+
 def run_front(app: Any, host: str, port: int, **options: Any) -> None:
     """Serve the ASGI ``app`` with uvicorn until SIGTERM: no access log, 5 s to finish
     open requests; loop/http "auto" take uvloop and httptools where installed (the serve

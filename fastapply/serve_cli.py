@@ -8,6 +8,7 @@ SIGTERM/SIGINT drains it; the exit status says whether every request was answere
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -24,8 +25,32 @@ from fastapply.serving import (
     SHUTDOWN_MARGIN_S,
     GuardError,
     ServerError,
+    StartCancelled,
     TritonServer,
 )
+
+
+def _port(text: str) -> int:
+    """A TCP port number (argparse type): 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give 1 to 65535")
+    return port
+
+
+def _grace_period_s(text: str) -> float:
+    """Seconds (argparse type): a finite number from 0 to a day."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= 86400:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a grace period: give seconds from "
+                                         f"0 to 86400")
+    return seconds
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,18 +75,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--grpc-port", type=int, default=8001)
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--grpc-port", type=_port, default=8001)
+    p.add_argument("--http-port", type=_port, default=8000)
+    p.add_argument("--metrics-port", type=_port, default=8002)
     p.add_argument("--http-guard", choices=["on", "off"], default="on",
                    help="on (default): the HTTP port answers client errors in generate "
                         "requests with 400 and a message (fastapply.http_guard) and relays "
                         "the rest to tritonserver on a loopback port; off: tritonserver's "
                         "own HTTP on the port, as is (500 for such errors)")
-    p.add_argument("--openai-port", type=int, default=0,
+    p.add_argument("--openai-port", type=lambda t: 0 if t.strip() == "0" else _port(t), default=0,
                    help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
                         "(fastapply.openai_server; 0: off)")
-    p.add_argument("--grace-period-s", type=float, default=DEFAULT_GRACE_PERIOD_S,
+    p.add_argument("--grace-period-s", type=_grace_period_s, default=DEFAULT_GRACE_PERIOD_S,
                    help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
                         "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
                         f"--exit-timeout-secs is this + {SHUTDOWN_MARGIN_S:.0f}, so give the "
@@ -108,7 +133,11 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         try:
-            server.start()
+            server.start(cancelled=lambda: stop["now"])
+        except StartCancelled:
+            print("fastapply serve: stopped before the model was ready; no request was "
+                  "taken.", file=sys.stderr)
+            return 0
         except ServerError as exc:
             what = "the server did not start" if isinstance(exc, GuardError) else \
                 "the model did not load"

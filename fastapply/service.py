@@ -228,6 +228,9 @@ class FastApplyService:
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
         self.runtime = make_runtime(cfg)
         self.stop_ids = prompts.stop_token_ids(self.tokenizer, self.runtime.eos_token_id)
+        #: Texts the tokenizer reads as one of the stop tokens ("<|im_end|>", ...)
+        self.stop_texts = sorted(str(t) for t in self.tokenizer.convert_ids_to_tokens(
+            sorted(self.stop_ids)) if t)
 
     # -- requests -----------------------------------------------------------------
     def validate(self, initial_code: str | bytes | None, edit_snippet: str | bytes | None,
@@ -298,10 +301,7 @@ class FastApplyService:
 
         tok, runtime = self.tokenizer, self.runtime
         assert runtime is not None
-        request = prompts.build_request(
-            tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
-            max_new_tokens=max_tokens or runtime.context_limit,
-            max_draft_len=self.config.max_draft_len)
+        self._refuse_stop_texts(original=original, snippet=snippet, instruction=instruction)
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
 
@@ -314,6 +314,10 @@ class FastApplyService:
                     on_delta(delta)
 
         try:
+            request = prompts.build_request(
+                tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
+                max_new_tokens=max_tokens or runtime.context_limit,
+                max_draft_len=self.config.max_draft_len, context_limit=runtime.context_limit)
             gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None
@@ -322,6 +326,23 @@ class FastApplyService:
         if tail and on_delta is not None:
             on_delta(tail)
         return ApplyResult(self.format.extract(text_stream.text), gen.stats)
+
+
+    def _refuse_stop_texts(self, **texts: str | None) -> None:
+        """Refuse input holding a stop token's text: the tokenizer reads "<|im_end|>" in
+        a file as the end-of-message token itself, so a model copying the file ends its
+        answer there, and the file up to that point came back as a complete merge."""
+        for name, text in texts.items():
+            for stop in self.stop_texts:
+                if text and stop in text:
+                    line = text.count("\n", 0, text.index(stop)) + 1
+                    field = {"original": "initial_code", "snippet": "edit_snippet"}.get(
+                        name, name)
+                    raise InvalidRequest(
+                        f"{field} holds {stop!r} (line {line}), which this model's "
+                        f"tokenizer reads as a token that ends its answer, so the model "
+                        f"cannot write it back; nothing was merged: merge this file on a "
+                        f"server with the deterministic runtime")
 
 
 def make_runtime(config: ServiceConfig) -> Runtime:

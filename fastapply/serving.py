@@ -38,6 +38,7 @@ import sysconfig
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -69,6 +70,10 @@ class ServerError(RuntimeError):
 
 class GuardError(ServerError):
     """The HTTP guard did not start (its port taken, ...): the model is not at fault."""
+
+
+class StartCancelled(ServerError):
+    """The caller stopped the server (a signal) before the model was ready."""
 
 
 def _pytriton_root() -> Path | None:
@@ -229,7 +234,10 @@ class TritonServer:
         tail = [line for line in text[-lines:] if line not in errors]
         return "\n".join(errors + tail)
 
-    def start(self) -> TritonServer:
+    def start(self, cancelled: Callable[[], bool] | None = None) -> TritonServer:
+        """Start the server and wait until the model is ready; ``cancelled()`` true
+        meanwhile (asked every 0.2 s) stops it and raises StartCancelled, so a signal
+        need not wait for a model that loads for minutes."""
         binary, backends, extra_env = find_server()
         self._shutdown_dir = Path(tempfile.mkdtemp(prefix="fastapply-shutdown-"))
         env = dict(os.environ, **extra_env)
@@ -267,6 +275,9 @@ class TritonServer:
                                   f"status {status} on start; its log:\n{self._guard_log()}")
             if self.ready():
                 return self
+            if cancelled is not None and cancelled():
+                self.stop()
+                raise StartCancelled("stopped before the model was ready")
             time.sleep(0.2)
         tail = self.log_tail()
         self.stop()

@@ -282,3 +282,15 @@ def test_ctrl_c_during_a_request_exits_130_and_writes_nothing(
     assert "interrupted" in err and f"{source} is unchanged" in err
     assert "Traceback" not in err
     assert unchanged(source, before)
+
+
+@pytest.mark.parametrize("timeout_s", ["0", "-1", "nan", "inf"])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(files: tuple[Path, Path],
+                                                            timeout_s: str) -> None:
+    # inf crashed the client's watchdog thread (OverflowError traceback), -1 failed at once
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "fastapply", "apply", *map(str, files),
+                           "--timeout-s", timeout_s], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "above 0" in done.stderr, done.stderr

@@ -16,6 +16,7 @@ MODULES = [
     "fastapply._merge_indent", "fastapply.precision", "fastapply.corpus.languages",
     "fastapply.corpus.snippets", "fastapply.corpus.split", "fastapply.corpus.verify",
     "fastapply.bench.baselines", "fastapply.model_repo", "fastapply.http_guard",
+    "fastapply.http_generate", "fastapply.http_checks",
 ]
 
 

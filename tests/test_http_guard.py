@@ -74,6 +74,10 @@ CLIENT_ERRORS: dict[str, tuple[bytes | dict[str, Any], str]] = {
                                   + b"9" * 5000 + b"}", "holds a number of more digits than"),
     "NaN": (b'{"initial_code": "a", "edit_snippet": "b", "max_tokens": NaN}',
             "the request body holds NaN, which JSON does not have"),
+    "a lone surrogate": (b'{"initial_code": "x\\ud800", "edit_snippet": "b"}',
+                         "holds a lone UTF-16 surrogate (\\ud800) in a string"),
+    "a lone surrogate in a key": (b'{"initial_code": "a", "edit_snippet": "b", '
+                                  b'"parameters": {"\\uDBFF": 1}}', "lone UTF-16 surrogate"),
 }
 
 
@@ -128,7 +132,6 @@ def test_valid_requests_get_what_triton_answers(det_server: Any) -> None:
         assert status == 200 and json.loads(answer)["merged_code"] == MERGED, answer
     # Triton's own 4xx answers are passed on unchanged.
     triton_errors: list[tuple[dict[str, Any], str]] = [
-        ({"edit_snippet": SNIPPET}, "missing required input(s) ['initial_code']"),
         ({**GOOD, "edit_snippet": ""}, "edit_snippet is empty"),
         ({**GOOD, "b": [1]}, "parameter 'b' has invalid type")]
     for body, message in triton_errors:
@@ -136,8 +139,22 @@ def test_valid_requests_get_what_triton_answers(det_server: Any) -> None:
             post(direct(det_server), f"{MODEL}/generate", body)
         status, answer = post(det_server, f"{MODEL}/generate", body)
         assert status == 400 and message in answer
+    # generate goes to Triton as a stream (fastapply.http_generate), so with the stream
+    # input added Triton's count of inputs lets a missing one through to the model
+    status, answer = post(det_server, f"{MODEL}/generate", {"edit_snippet": SNIPPET})
+    assert status == 400 and "initial_code is missing" in answer
     status, answer = post(det_server, "/v2/models/nope/generate", GOOD)
     assert status == 404 and "unknown model" in answer
+
+
+@pytest.mark.server
+def test_a_header_longer_than_triton_takes_is_a_431_not_a_502(det_server: Any) -> None:
+    # Triton resets the connection on a header name or value of 8 KiB: the guard said
+    # "tritonserver did not answer ... try again shortly", which never helps.
+    ok = http(det_server, "GET", "/v2/health/ready", headers={"X-A": "a" * 8191})
+    assert ok[0] == 200
+    status, answer = http(det_server, "GET", "/v2/health/ready", headers={"X-A": "a" * 8192})
+    assert status == 431 and "a header's value (x-a...) is 8192 bytes" in answer, answer
 
 
 @pytest.mark.server
@@ -281,23 +298,55 @@ def endless_stream(port: int) -> Iterator[tuple[socket.socket, bytes]]:
         yield sock, received
 
 
-@pytest.mark.server
-@pytest.mark.slow
-def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None:
-    cancelled = 'outcome="cancelled"'
-    before = metric(tiny_server, "fastapply_requests_total", cancelled)
-    with endless_stream(tiny_server.http_port):
-        pass  # the client leaves after the first event
+CANCELLED = 'outcome="cancelled"'
 
+
+def assert_cancelled_then_serving(tiny_server: Any, before: float) -> None:
+    """The model counts one more cancelled request than ``before``, and still serves."""
     def counted() -> bool:
         # Counters go out with a request's answer: a cheap request carries them.
         post(tiny_server, f"{MODEL}/generate", {"initial_code": "a", "edit_snippet": ""})
-        return metric(tiny_server, "fastapply_requests_total", cancelled) > before
+        return metric(tiny_server, "fastapply_requests_total", CANCELLED) > before
 
-    wait_for(counted, "the model counted the stream as cancelled")
+    wait_for(counted, "the model counted the request as cancelled")
     status, answer = post(tiny_server, f"{MODEL}/generate",
                           {"initial_code": TINY_COMPLETE[0], "edit_snippet": TINY_COMPLETE[1]})
     assert status == 200 and json.loads(json.loads(answer)["stats"])["finish_reason"] == "stop"
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_leaving_a_stream_through_the_guard_cancels_it(tiny_server: Any) -> None:
+    before = metric(tiny_server, "fastapply_requests_total", CANCELLED)
+    with endless_stream(tiny_server.http_port):
+        pass  # the client leaves after the first event
+
+    assert_cancelled_then_serving(tiny_server, before)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_killed_generate_client_cancels_its_request(tiny_server: Any) -> None:
+    # Triton 2.51 never cancels a (non-streaming) generate request whose client left:
+    # the model generated the whole answer (~8 s here) for nobody and counted a success.
+    before = metric(tiny_server, "fastapply_requests_total", CANCELLED)
+    seen = metric(tiny_server, "nv_inference_count", 'model="fast_apply"')
+    body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1]}).encode()
+    with socket.create_connection(("127.0.0.1", tiny_server.http_port), timeout=60) as sock:
+        sock.sendall(b"POST %s/generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                     % (MODEL.encode(), len(body), body))
+        wait_for(lambda: metric(tiny_server, "nv_inference_count", 'model="fast_apply"') > seen,
+                 "the request reached the model")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")  # RST
+
+    assert_cancelled_then_serving(tiny_server, before)
+
+
+@pytest.mark.server
+def test_generate_with_stream_true_is_a_400_not_a_200(det_server: Any) -> None:
+    # Triton answers it 200 {"error": "generate expects model to produce exactly 1 ..."}.
+    status, answer = post(det_server, f"{MODEL}/generate", {**GOOD, "stream": True})
+    assert status == 400 and "send the request to generate_stream" in answer, answer
 
 
 @pytest.mark.server

@@ -274,6 +274,63 @@ def test_sigterm_with_a_short_grace_period_answers_every_request_and_fails(
 
 
 @pytest.mark.server
+@pytest.mark.slow
+def test_a_request_sent_during_the_drain_is_refused_unavailable(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    # Triton 2.51 keeps serving new gRPC requests while it stops (and HTTP ones on the
+    # guard's kept connections): they were started during the drain, cut off when it
+    # ended or killed with the server ("Socket closed") after serve said "drained",
+    # uncounted. The model refuses them at once instead: the client goes elsewhere. Over
+    # HTTP that is a 503 (Triton itself answers the model's UNAVAILABLE 400).
+    import contextlib
+    import http.client
+    import json
+
+    from fastapply.client import FastApplyClient, FastApplyError
+
+    proc, grpc_url, metrics_url, _, http_url = serve(render_slow(tmp_path, tiny_model_dir), 120)
+
+    def slow_request() -> None:  # 4,000 tokens of the tiny model's: keeps the drain going
+        with FastApplyClient(grpc_url, timeout_s=120) as client, \
+                contextlib.suppress(FastApplyError):  # cut at max_tokens: an answer
+            client.apply("".join(f"value_{i} = {i}\n" for i in range(200)), "a = 2\n",
+                         max_tokens=4000)
+
+    slow = threading.Thread(target=slow_request)
+    try:
+        slow.start()
+        wait_for(lambda: metric(metrics_url, IN_FLIGHT) == 1, "holding the slow request")
+        proc.send_signal(signal.SIGTERM)
+        answers: list[str] = []
+        with FastApplyClient(grpc_url, timeout_s=60) as client:
+            while slow.is_alive() and not any("shutting down" in a for a in answers):
+                try:  # cheap: refused at once (cut at max_tokens=1), or not taken
+                    client.apply(ORIGINAL, SNIPPET, max_tokens=1)
+                    answers.append("merged")
+                except FastApplyError as exc:
+                    answers.append(str(exc))
+                time.sleep(0.05)
+        statuses = []
+        for path, stream in (("generate", False), ("generate_stream", True)):
+            conn = http.client.HTTPConnection(http_url.split("//")[1], timeout=60)
+            conn.request("POST", f"/v2/models/fast_apply/{path}", json.dumps(
+                {"initial_code": ORIGINAL, "edit_snippet": SNIPPET, "stream": stream}))
+            response = conn.getresponse()
+            statuses.append((response.status, "takes no new requests" in
+                             response.read().decode()))
+            conn.close()
+        slow.join(timeout=120)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "takes no new requests" in answers[-1]
+    assert statuses == [(503, True), (503, True)]
+    assert proc.returncode == 0, stderr  # refusing new work drops nothing
+
+
+@pytest.mark.server
 def test_stop_with_an_idle_client_stream_open_drops_nothing(tmp_path: Path) -> None:
     # Triton keeps the model loaded while a client holds a gRPC stream open (the
     # client and the OpenAI front keep theirs between requests): it used to run into

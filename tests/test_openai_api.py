@@ -237,6 +237,12 @@ def test_a_file_cut_by_the_token_budget_is_an_error() -> None:
     ("internal error: RuntimeError: boom", True, 500),
     ("Request for unknown model: 'fast_apply' is not found", True, 500),
     ("request cancelled by the client", True, 499),
+    # model.py's UNAVAILABLE answers while the server stops: the client must go elsewhere,
+    # not be told its request was wrong (they were 400s)
+    ("the server is shutting down and takes no new requests; send the request again (to "
+     "another replica)", True, 503),
+    ("the server is shutting down: the drain grace period ran out before the request "
+     "finished; send the request again (to another replica)", True, 503),
     ("cannot reach a fastapply server at 127.0.0.1:1: failed to connect", False, 502),
     ("stream to 127.0.0.1:1 failed: Socket closed", False, 502),
     ("no answer from 127.0.0.1:1 within 300 s", False, 504),
@@ -252,6 +258,20 @@ def test_upstream_errors_map_to_statuses(message: str, reported: bool, status: i
 
 def test_split_tags_without_tags() -> None:
     assert split_tags("plain") == (None, None, None)
+
+
+def test_unclosed_instruction_tags_take_linear_work() -> None:
+    # A regex retried every opening tag to the end of the message: 16,000 unclosed
+    # "<instruction>" (208 KB) held the front's event loop for 12.6 s, 100,000 for hours.
+    # A subprocess, so that a regression fails at the bound instead of hanging the run.
+    import subprocess
+    import sys
+
+    code = ("from fastapply.openai_api import split_tags\n"
+            "print(split_tags('<instruction>' * 100_000 + '<code>a</code><update>b</update>'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.strip() == "(None, 'a', 'b')"
 
 
 def test_docstring_examples() -> None:

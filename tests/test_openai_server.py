@@ -153,6 +153,11 @@ def test_models_accept_any_name(sdk: Any) -> None:
     (b'{"messages": "hi"}', 400, "invalid_type"),
     (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 99999999999}', 400,
      "invalid_value"),
+    # These two were a bare 500 "Internal Server Error" (RecursionError; a lone surrogate
+    # cannot be UTF-8 encoded for the gRPC request).
+    (b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "invalid_json"),
+    (b'{"messages": [{"role": "user", "content": "<code>\\ud800</code><update>x</update>"}]}',
+     400, "invalid_json"),
 ])
 def test_raw_bad_bodies_get_openai_error_json(front: OpenAIFront, body: bytes, status: int,
                                               code: str) -> None:
@@ -160,6 +165,19 @@ def test_raw_bad_bodies_get_openai_error_json(front: OpenAIFront, body: bytes, s
     error = json.loads(raw)["error"]
     assert (got, ctype, error["code"]) == (status, "application/json", code)
     assert set(error) == {"message", "type", "param", "code"}
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(front: OpenAIFront) -> None:
+    # The front read any body whole into memory (the guard refuses over 64 MiB).
+    with socket.create_connection(("127.0.0.1", front.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/code/apply HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n{\"initialCode\": "
+                     % (2**30))
+        answer = b""
+        while b"request_too_large" not in answer and (part := sock.recv(65536)):
+            answer += part
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+    assert b"request_too_large" in answer
 
 
 def test_unknown_routes_and_methods(front: OpenAIFront) -> None:
@@ -194,6 +212,10 @@ def test_relace_apply_streams_server_sent_events(front: OpenAIFront) -> None:
 def test_relace_apply_errors(front: OpenAIFront) -> None:
     status, _, raw = post(front, "/v1/code/apply", {"initialCode": ORIGINAL})
     assert status == 400 and "editSnippet is missing" in json.loads(raw)["error"]["message"]
+    for stream in (b"false", b"true"):  # a lone surrogate was a 500
+        status, _, raw = post(front, "/v1/code/apply", b'{"initialCode": "\\udfff", '
+                              b'"editSnippet": "x", "stream": ' + stream + b"}")
+        assert status == 400 and "lone UTF-16 surrogate" in json.loads(raw)["error"]["message"]
     status, _, raw = post(front, "/v1/code/apply", {"initialCode": ORIGINAL,
                                                     "editSnippet": " "})
     assert status == 400 and "edit_snippet is empty" in json.loads(raw)["error"]["message"]
@@ -309,6 +331,19 @@ def test_clients_that_leave_give_their_slot_back(tiny_server: Any, tmp_path: Pat
         status, _, raw = post(front, "/v1/code/apply", {
             "initialCode": ORIGINAL, "editSnippet": " "})
         assert status == 400 and b"edit_snippet is empty" in raw
+
+
+@pytest.mark.parametrize("args", [["--concurrency", "0"], ["--concurrency", "-1"],
+                                  ["--timeout-s", "-1"], ["--timeout-s", "nan"]])
+def test_the_front_refuses_settings_that_break_every_request(args: list[str]) -> None:
+    # --concurrency 0 left every request waiting forever, -1 was a traceback, and a
+    # timeout of -1 failed every request.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "fastapply.openai_server", "--port", "1",
+                           *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "above 0" in done.stderr, done.stderr
 
 
 def test_a_front_that_cannot_bind_says_so(tmp_path: Path) -> None:

@@ -119,6 +119,41 @@ def test_context_limit_is_refused_not_truncated(tiny_services):
         small.apply(rec["original"], rec["lazy_snippet"])
 
 
+@pytest.mark.parametrize("where", ["original", "snippet"])
+def test_text_the_tokenizer_reads_as_a_stop_token_is_refused(tiny_services: Any,
+                                                             where: str) -> None:
+    # "<|im_end|>" in a file became the stop token itself in the prompt and the drafts:
+    # a model copying the file stops there, and the file up to it came back as merged.
+    _, spec, _ = tiny_services
+    text = 'a = 1\nEND = "<|im_end|>"\n'
+    args = (text, "a = 2\n") if where == "original" else ("a = 1\n", text)
+    with pytest.raises(InvalidRequest, match=r"holds '<\|im_end\|>' \(line 2\), which this "
+                                             r"model's tokenizer reads as a token that ends"):
+        spec.apply(*args)
+
+
+def test_a_prompt_over_the_context_is_refused_before_the_drafts_are_built(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The drafter's sources (a deterministic merge, then three texts tokenized) cost
+    # twice the prompt's tokenizing: a 3.9 MB file took 16 s to refuse, 5 s of it for
+    # the prompt. Counted here as the characters handed to the tokenizer.
+    from fastapply import prompts
+
+    _, spec, _ = tiny_services
+    encoded: list[int] = []
+    encode = prompts.encode
+
+    def counting(tokenizer: Any, text: str) -> list[int]:
+        encoded.append(len(text))
+        return encode(tokenizer, text)
+
+    monkeypatch.setattr(prompts, "encode", counting)
+    big = "x = 1\n" * 20_000  # 40,000 tokens, over the tiny model's 32,768
+    with pytest.raises(InvalidRequest, match="context limit is 32768 tokens"):
+        spec.apply(big, "x = 2\n")
+    assert len(encoded) == 1 and encoded[0] < len(big) + 1000  # the prompt alone
+
+
 def test_a_file_cut_at_max_tokens_is_refused_naming_the_budget(tiny_services: Any) -> None:
     _, spec, _ = tiny_services
     rec = load_edits()[0]

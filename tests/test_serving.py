@@ -335,6 +335,46 @@ def test_serve_prints_addresses_and_stops_on_sigterm(guard: str) -> None:
             proc.wait()
 
 
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--grace-period-s", "nan", "is not a grace period"),  # was a ValueError traceback
+    ("--grace-period-s", "inf", "is not a grace period"),  # an OverflowError traceback
+    ("--grace-period-s", "-5", "is not a grace period"),  # served, drained for -5 s
+    ("--grpc-port", "70000", "is not a port"),
+])
+def test_serve_refuses_bad_numbers_before_it_starts(option: str, value: str,
+                                                    message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "fastapply", "serve", option, value],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.server
+def test_a_signal_while_the_model_loads_stops_serve_at_once() -> None:
+    # serve waited for the model to be ready (minutes for a large one) before it looked
+    # at a Ctrl-C or SIGTERM, then printed its addresses and only then stopped.
+    cmd = serve_command("--runtime", "deterministic")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        grpc_port = cmd[cmd.index("--grpc-port") + 1]
+        # tritonserver is started (serve's handlers are set) and loads the model (~2 s)
+        deadline = time.monotonic() + 60
+        while subprocess.run(["pgrep", "-f", f"grpc-port={grpc_port}"],
+                             capture_output=True).returncode != 0:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Ctrl-C stops it" not in out, out
+    assert "stopped before the model was ready" in err
+    assert proc.returncode == 0
+    assert subprocess.run(["pgrep", "-f", f"grpc-port={grpc_port}"]).returncode == 1
+
+
 @pytest.mark.server
 def test_serve_says_the_server_did_not_start_when_the_http_port_is_taken() -> None:
     # The HTTP guard cannot bind a port another process holds: the message said "the

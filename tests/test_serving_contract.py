@@ -97,6 +97,17 @@ def test_a_cut_file_is_an_error_on_grpc_and_in_the_client(tiny_server: Any,
 
 
 @pytest.mark.server
+def test_a_file_holding_a_stop_tokens_text_is_refused(tiny_server: Any) -> None:
+    # The tokenizer read '<|im_end|>' in the file as the stop token: a model copying the
+    # file would end there, and the file up to it came back as the merge.
+    from fastapply.client import FastApplyError
+
+    with client(tiny_server) as c, pytest.raises(FastApplyError, match="'<\\|im_end\\|>' "
+                                                 "\\(line 1\\), which this model's tokenizer"):
+        c.apply('END = "<|im_end|>"\n', "END = 1\n")
+
+
+@pytest.mark.server
 @pytest.mark.slow
 def test_a_cut_file_is_a_400_on_http(tiny_server: Any) -> None:
     request = {"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1], "max_tokens": 5}

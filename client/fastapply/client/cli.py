@@ -32,6 +32,8 @@ DEFAULT_URL = "127.0.0.1:8001"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from fastapply.processes import positive
+
     p.add_argument("file", help="the file to edit ('-': standard input)")
     p.add_argument("snippet", help="the edit snippet: lazy markers, SEARCH/REPLACE blocks "
                                    "or a unified diff ('-': standard input)")
@@ -44,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "never written (default: the room the model's context leaves)")
     p.add_argument("--stream", action="store_true",
                    help="print the merged file as it is produced (standard output only)")
-    p.add_argument("--timeout-s", type=float, default=300.0,
+    p.add_argument("--timeout-s", type=positive(float), default=300.0,
                    help="give up after this many seconds (default 300)")
     p.add_argument("--stats", action="store_true", help="print the request's figures to stderr")
     where = p.add_mutually_exclusive_group()

@@ -242,11 +242,13 @@ class TritonPythonModel:
         # `fastapply serve` asks for a drain before it stops the server (see lifecycle).
         self.shutdown_dir = os.environ.get(lifecycle.SHUTDOWN_DIR_ENV)
         self.stopping = threading.Event()
+        self.draining = threading.Event()  # serve asked for a drain: refuse new requests
         self.futures: set[Future[None]] = set()  # submitted to the pool, not done
         if self.shutdown_dir:
             threading.Thread(target=lifecycle.watch_for_drain, name="fast_apply-drain",
                              args=(self.shutdown_dir, self.backlog.idle,
-                                   self._drain_deadline_passed, self.stopping),
+                                   self._drain_deadline_passed, self.stopping,
+                                   self.draining),
                              daemon=True).start()
         pb_utils.Logger.log_info(f"fast_apply ready: runtime={config.runtime} "
                                  f"workers={workers}")
@@ -259,6 +261,9 @@ class TritonPythonModel:
             inputs = {name: _scalar(request, name) for name in INPUTS}
             sender = _Responder(request.get_response_sender())
             job = self.backlog.accept((inputs, sender))
+            if self.draining.is_set():  # after accept: see lifecycle.watch_for_drain
+                self._refuse(job)
+                continue
             future = self.pool.submit(self._run, job)
             self.futures.add(future)
             future.add_done_callback(self._done)
@@ -330,6 +335,15 @@ class TritonPythonModel:
     def _fail(self, sender: Any, outcome: str, error: Any) -> None:
         self.metrics.add({}, outcome)
         sender.send(pb_utils.InferenceResponse(error=error), flags=FINAL)
+
+    def _refuse(self, job: Any) -> None:
+        """A request that came after the drain began: UNAVAILABLE at once, so that its
+        client sends it to another replica, rather than starting work the grace period
+        may cut off (it is no dropped request: nothing of it had started)."""
+        self.backlog.finish(job)
+        self._fail(job.payload[1], "unavailable", pb_utils.TritonError(
+            "the server is shutting down and takes no new requests; send the request "
+            "again (to another replica)", pb_utils.TritonError.UNAVAILABLE))
 
     def _abort(self, reason: str) -> None:
         """Answer every request not finished yet with UNAVAILABLE (running ones also stop
