@@ -81,6 +81,9 @@ class _Merger:
         # lazy segments between markers found unchanged in the original (judged for the
         # chosen reading only, like the removals)
         self.idle: list[Uncertainty] = []
+        # whether the merged file ends with a newline, where a diff says (None: as the
+        # original does)
+        self.final_newline: bool | None = None
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -159,6 +162,19 @@ class _Merger:
         self.replacements.append(_Replacement(start, start + len(old),
                                               _context_from_original(old, new, region, shift)))
         self.pos = start + len(old)
+        self._file_end(hunk, self.pos)
+
+    def _file_end(self, hunk: Hunk, end: int) -> None:
+        """Take a diff's word on the file's final newline (``\\ No newline at end of
+        file``) if its hunk ends where the file does; report it if not."""
+        if hunk.eof_newline is None:
+            return
+        if end >= self.eof:
+            self.final_newline = hunk.eof_newline
+        else:
+            self.unsure(end + 1, f"{hunk.label}: it says the file ends after its last line "
+                                 f"(No newline at end of file), but it was found ending at "
+                                 f"line {end}, before the end ({self.eof} lines)")
 
     def _insert(self, hunk: Hunk, new: list[str]) -> None:
         """A hunk that finds nothing (an empty SEARCH, a diff hunk without ``-`` or context
@@ -179,6 +195,7 @@ class _Merger:
             where = min(max(where, 0), self.eof)
         self.replacements.append(_Replacement(where, where, new))
         self.pos = max(self.pos, where)
+        self._file_end(hunk, where)
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
@@ -381,8 +398,11 @@ class _Merger:
             index = self._words[key] = word_index(self._positions(key))
         return index
 
-    def text_lines(self) -> list[str]:
+    def text_lines(self) -> tuple[list[str], list[int]]:
+        """The merged file's lines, and for each the original line it is a copy of (-1
+        for lines an edit wrote)."""
         out: list[str] = []
+        sources: list[int] = []
         cursor = 0
         for r in sorted(self.replacements, key=lambda r: (r.start, r.end)):
             if r.start < cursor:
@@ -390,7 +410,29 @@ class _Merger:
                                          f"the second was applied after the first")
                 r = _Replacement(cursor, max(cursor, r.end), r.lines)
             out.extend(self.orig[cursor:r.start])
+            sources.extend(range(cursor, r.start))
             out.extend(r.lines)
+            sources.extend(_kept(r.lines, self.orig, r.start, r.end))
             cursor = r.end
         out.extend(self.orig[cursor:])
-        return out
+        sources.extend(range(cursor, len(self.orig)))
+        return out, sources
+
+
+def _kept(lines: Sequence[str], orig: Sequence[str], start: int, end: int) -> list[int]:
+    """For each of ``lines`` (what replaces ``orig[start:end]``), the original line it
+    repeats at the start or the end of the region (its context), else -1.
+
+    >>> _kept(["a", "x", "c"], ["a", "b", "c"], 0, 3)
+    [0, -1, 2]
+    """
+    out = [-1] * len(lines)
+    head = 0
+    while head < min(len(lines), end - start) and lines[head] == orig[start + head]:
+        out[head] = start + head
+        head += 1
+    tail = 1
+    while tail <= min(len(lines) - head, end - start - head) and lines[-tail] == orig[end - tail]:
+        out[-tail] = end - tail
+        tail += 1
+    return out

@@ -88,6 +88,7 @@ _GIT_DIFF = re.compile(r"^diff (?:--git|-\S+) \S")
 _GIT_META = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|(?:old|new|deleted file|new file) mode "
                        r"\d+|(?:dis)?similarity index \d+%|(?:rename|copy) (?:from|to) \S|"
                        r"Binary files )")
+_NULL = "/dev/null"
 
 
 def is_marker(line: str) -> bool:
@@ -130,6 +131,16 @@ class Hunk:
     #: The old-file line number from a diff's ``@@`` header or a SEARCH block's
     #: ``:start_line:`` (1-based), if any: where to look first.
     old_start: int | None = None
+    #: Diff: whether the new file ends with a newline, as its ``\ No newline at end of
+    #: file`` lines say (None: they say nothing); it holds if the hunk ends the file.
+    eof_newline: bool | None = None
+    #: Diff: "new" under a ``--- /dev/null`` header (the file is created), "deleted"
+    #: under ``+++ /dev/null``, else "".
+    file_change: str = ""
+    #: SEARCH/REPLACE: the other ways to split the block, (old, new), when it has more
+    #: than one ``=======`` line (one may be a Markdown heading's underline or a merge
+    #: conflict in the text); the merge takes the only reading whose SEARCH text is found.
+    readings: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     @property
     def label(self) -> str:
@@ -151,7 +162,9 @@ class EditPlan:
 
 
 def _split_lines(text: str) -> list[str]:
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    """Lines as the merge splits the original: at LF and CRLF (a lone CR is text in a
+    line, as it is in the file)."""
+    return text.replace("\r\n", "\n").split("\n")
 
 
 def parse_edit(snippet: str) -> EditPlan:
@@ -177,7 +190,10 @@ def parse_edit(snippet: str) -> EditPlan:
                 marker_after=marker_after)
         lazy = []
 
-    after_block = False  # only blank lines since the last SEARCH/REPLACE block
+    after_block = False  # only blank lines since the last SEARCH/REPLACE block (or diff)
+    files: list[str] = []  # the files that a diff's file headers name
+    change = ""  # the current diff file's Hunk.file_change
+    fenced = False  # in a diff that a code fence opened
     while i < len(lines):
         line = lines[i]
         if _SR_START.match(line):
@@ -188,21 +204,27 @@ def parse_edit(snippet: str) -> EditPlan:
             continue
         if after_block and _FENCE.match(line):  # the fence that closes a block
             i += 1
+            after_block = fenced = False
             continue
         after_block = after_block and not line.strip()
         header = _UDIFF_HUNK.match(line)
         if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
+            fenced = _drop_fence(lazy) or fenced  # Aider's ```diff fence
             flush_lazy(marker_after=True)
             if not header:  # file headers, or a diff body without any header
                 if _file_header(lines, i):
-                    i = _skip_file_header(lines, i)
+                    end = _skip_file_header(lines, i)
+                    change = _diff_file(lines[i:end], files)
+                    i = end
                 if i < len(lines) and not _UDIFF_HUNK.match(lines[i]) and \
                         not _ends_hunk(lines, i):
-                    i = _parse_udiff_hunk(lines, i - 1, None, add)
+                    i = _parse_udiff_hunk(lines, i - 1, None, add, change)
                     marker_before = True
+                after_block = fenced
                 continue
-            i = _parse_udiff_hunk(lines, i, header, add)
+            i = _parse_udiff_hunk(lines, i, header, add, change)
             marker_before = True
+            after_block = fenced
             continue
         if is_marker(line):
             flush_lazy(marker_after=True)
@@ -215,6 +237,7 @@ def parse_edit(snippet: str) -> EditPlan:
         lazy.append(line)
         i += 1
     flush_lazy(marker_after=False)
+    _one_file(files)
     if not hunks:
         raise EditError("the snippet holds no edit (only markers or blank lines); send the "
                         "changed code with some context")
@@ -237,6 +260,68 @@ def _drop_block_heading(lazy: list[str]) -> None:
     if lazy and _FILE_NAME.match(lazy[-1]) and not is_marker(lazy[-1]):
         lazy.pop()
         strip()
+
+
+def _drop_fence(lazy: list[str]) -> bool:
+    """Remove the code fence that opens a diff (and the path before it, as Aider writes
+    them) from the end of ``lazy``; was there one?
+
+    >>> lazy = ["x = 1", "app.py", "```diff"]
+    >>> _drop_fence(lazy), lazy
+    (True, ['x = 1'])
+    """
+    last = next((s for s in reversed(lazy) if s.strip()), "")
+    if not _FENCE.match(last):
+        return False
+    _drop_block_heading(lazy)
+    return True
+
+
+def _diff_file(head: list[str], files: list[str]) -> str:
+    """Record in ``files`` the file that a diff's file header ``head`` names; return
+    its Hunk.file_change ("new", "deleted" or "").
+
+    >>> files = []
+    >>> _diff_file(["--- /dev/null", "+++ b/src/new.py"], files), files
+    ('new', ['src/new.py'])
+    """
+    old = new = None
+    for s in head:
+        parts = s.split()
+        if _GIT_DIFF.match(s) and len(parts) == 4:
+            old, new = parts[2], parts[3]
+        elif s.startswith(("--- ", "+++ ")):
+            path = s[4:].split("\t")[0].strip()  # a tab starts the timestamp
+            if s[0] == "-":
+                old = path
+            else:
+                new = path
+    old = old[2:] if old and old.startswith("a/") else old
+    new = new[2:] if new and new.startswith("b/") else new
+    name = new if new not in (None, _NULL) else old
+    if name and name != _NULL:
+        files.append(name)
+    return "new" if old == _NULL else "deleted" if new == _NULL else ""
+
+
+def _one_file(files: list[str]) -> None:
+    """Raise EditError if a diff's file headers name more than one file (one may be
+    written with its folders and once without).
+
+    >>> _one_file(["src/app.py", "app.py", "src/app.py"])
+    >>> _one_file(["app.py", "util.py"])
+    Traceback (most recent call last):
+    ...
+    fastapply.edits.EditError: the diff edits 2 files (app.py, util.py); a request edits ...
+    """
+    names: list[str] = []
+    for f in files:
+        if not any(f == g or f.endswith("/" + g) or g.endswith("/" + f) for g in names):
+            names.append(f)
+    if len(names) > 1:
+        raise EditError(f"the diff edits {len(names)} files ({', '.join(names)}); a request "
+                        f"edits one file, and which of them is this one cannot be told: "
+                        f"send each file's part of the diff with that file")
 
 
 def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
@@ -282,27 +367,34 @@ def _parse_block(lines: list[str], start: int, number: int,
         raise EditError(f"{label} has {len(seps)} lines that could be its separator (lines "
                         f"{where}); separate the SEARCH and REPLACE text by one line "
                         f"'======='")
-    sep = (sevens or seps)[0]
     numbered = _SR_START.match(lines[start])
-    old, old_start = lines[start + 1:sep], None
-    if numbered and numbered.group(1):
-        old_start = int(numbered.group(1)) or None
+    given = int(numbered.group(1)) or None if numbered and numbered.group(1) else None
+    splits = [_split_block(lines[start + 1:sep], lines[sep + 1:end], given)
+              for sep in (sevens or seps)]
+    old, new, old_start, escaped = splits[0]
+    add("search_replace", old, new, start + 1, old_start=old_start, escaped=escaped,
+        readings=tuple((tuple(o), tuple(n)) for o, n, _, _ in splits[1:]))
+    return end + 1
+
+
+def _split_block(old: list[str], new: list[str], old_start: int | None
+                 ) -> tuple[list[str], list[str], int | None, frozenset[int]]:
+    """A block's SEARCH and REPLACE text as written -> (old, new, old_start, escaped):
+    Roo-Code's line hint and listing numbers read and removed, escaped marker lines
+    unescaped (``escaped``: their places in new)."""
     hint = _START_LINE.match(old[0]) if old else None
     if hint:  # Roo-Code's ":start_line:N" and "-------" lines: where to look first
         old_start = int(hint.group(1)) or None
         old = old[1:]
         while old and _HINT_END.match(old[0]):
             old = old[1:]
-    new = lines[sep + 1:end]
     numbers = _listing_numbers(old, new)
     if numbers:
         old_start = old_start or numbers[0]
         old, new = [_NUMBERED.sub("", s) for s in old], [_NUMBERED.sub("", s) for s in new]
     escaped = frozenset(k for k, s in enumerate(new) if _ESCAPED.match(s))
-    add("search_replace", [_ESCAPED.sub("", s) for s in old],
-        [_ESCAPED.sub("", s) for s in new], start + 1, old_start=old_start,
-        escaped=escaped)
-    return end + 1
+    return ([_ESCAPED.sub("", s) for s in old], [_ESCAPED.sub("", s) for s in new],
+            old_start, escaped)
 
 
 def _file_header(lines: list[str], i: int) -> bool:
@@ -350,13 +442,15 @@ def _ends_hunk(lines: list[str], i: int) -> bool:
 
 
 def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,
-                      add: Callable[..., None]) -> int:
+                      add: Callable[..., None], change: str = "") -> int:
     """Parse the hunk whose ``@@`` header is ``lines[i]`` (body at ``lines[i + 1]``); return
     the index after it.
 
     The header's line counts are not trusted (LLMs get them wrong, or leave them out):
     like ``git apply --recount``, the hunk is every following line with a diff prefix.
     Empty lines at its end separate it from what follows; they are not context.
+    A ``\\ No newline at end of file`` line says that the line before it ends its side
+    of the file without a newline (a context line: both sides).
     """
     start = i
     end = i + 1
@@ -366,15 +460,23 @@ def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,
         end -= 1
     old: list[str] = []
     new: list[str] = []
+    tag = ""
+    old_open = new_open = False  # a side said to end without a newline
     for line in lines[i + 1:end]:
+        if line.startswith("\\"):
+            old_open = old_open or tag in (" ", "-")
+            new_open = new_open or tag in (" ", "+")
+            continue
         tag, body = (line[:1], line[1:]) if line else (" ", "")
         if tag in " -":
             old.append(body)
         if tag in " +":
             new.append(body)
     old_start = int(header.group(1)) if header and header.group(1) else None
+    eof_newline = False if new_open else True if old_open else None
     if old or new:
-        add("udiff", old, new, start + 1, old_start=old_start)
+        add("udiff", old, new, start + 1, old_start=old_start, eof_newline=eof_newline,
+            file_change=change)
     return end
 
 

@@ -21,10 +21,12 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from fastapply._merge_costs import WorkBudget
 from fastapply._merge_lines import key_exact, key_loose
+from fastapply._merge_text import _find_runs
 from fastapply._merger import Uncertainty, _Merger
 from fastapply.edits import (
     BLOCK_FORM,
@@ -102,6 +104,67 @@ def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
     return []
 
 
+#: A heading's underline (Markdown's setext headings, reStructuredText's sections).
+_UNDERLINE = re.compile(r"^={3,}\s*$")
+
+
+def _underlined(orig: list[str]) -> bool:
+    """Does the original underline a heading with ``===`` (so that a ``=======`` line under
+    a text line in a replacement is one more heading, not a doubled separator)?
+
+    >>> _underlined(["Title", "=====", "", "text"]), _underlined(["a = 1", "", "====="])
+    (True, False)
+    """
+    return any(_UNDERLINE.match(s) and orig[k - 1].strip() and not _UNDERLINE.match(orig[k - 1])
+               for k, s in enumerate(orig) if k)
+
+
+def _resolve_readings(plan: EditPlan, orig: list[str], budget: WorkBudget) -> EditPlan:
+    """Each SEARCH/REPLACE block with more than one ``=======`` line split where its
+    SEARCH text is found in the original. If only one reading's is, that is the block;
+    if none's, the first reading stands (and is reported not found); if several, the
+    block is ambiguous: EditError.
+
+    >>> block = "<<<<<<< SEARCH\\nText.\\n=======\\nText.\\nNew\\n=======\\n>>>>>>> REPLACE\\n"
+    >>> [h.new for h in _resolve_readings(parse_edit(block), ["Text."], WorkBudget()).hunks]
+    [('Text.', 'New', '=======')]
+    >>> _resolve_readings(parse_edit(block), ["Text.", "=======", "Text.", "New"], WorkBudget())
+    Traceback (most recent call last):
+    ...
+    fastapply.edits.EditError: SEARCH block 1 (snippet line 1) has 2 '=======' lines and ...
+    """
+    hunks = list(plan.hunks)
+    for k, hunk in enumerate(hunks):
+        if not hunk.readings:
+            continue
+        budget.doing = hunk.label
+        found = []
+        for old, new in ((hunk.old, hunk.new), *hunk.readings):
+            text = [t for t, s in enumerate(old) if s.strip()]  # without blank edges
+            if text and _find_runs(old[text[0]:text[-1] + 1], orig, key_loose, None, budget):
+                found.append((old, new))
+        if len(found) > 1:
+            raise EditError(f"{hunk.label} has {len(hunk.readings) + 1} '=======' lines and "
+                            f"the text before {len(found)} of them is in the file, so where "
+                            f"its SEARCH text ends cannot be told; send this edit as a unified "
+                            f"diff, or as a block whose SEARCH and REPLACE text have no "
+                            f"'=======' line")
+        if found:
+            hunks[k] = replace(hunk, old=found[0][0], new=found[0][1], readings=(),
+                               escaped=hunk.escaped if found[0][0] == hunk.old else frozenset())
+    return EditPlan(tuple(hunks))
+
+
+def _diff_files(plan: EditPlan, orig: list[str]) -> None:
+    """Raise EditError for a diff that creates a file (``--- /dev/null``) applied to an
+    original that has text: which file the user meant cannot be told."""
+    new = next((h for h in plan.hunks if h.file_change == "new"), None)
+    if new is not None and any(s.strip() for s in orig):
+        raise EditError(f"{new.label}: the diff creates a new file (its header is '--- "
+                        f"/dev/null'), but the original has {len(orig)} lines; send the "
+                        f"diff against this file, or an empty original to create it")
+
+
 def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     """Raise EditError if a line the merge would write looks like a SEARCH/REPLACE or
     merge-conflict marker the original lacks: a malformed block read as code.
@@ -112,11 +175,17 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
     """
     present: set[str] | None = None  # the original's lines, stripped (built if needed)
+    underlined: bool | None = None  # the original underlines headings with ===
     for hunk in plan.hunks:
         for k, s in enumerate(hunk.new):
             if k in hunk.escaped:
                 continue
             separator = hunk.kind == "search_replace" and SEPARATOR.match(s)
+            if separator and k and _heading(hunk.new[k - 1]):
+                if underlined is None:
+                    underlined = _underlined(orig)
+                if underlined:
+                    continue  # one more heading of the file's kind
             if not separator and not BLOCK_MARKER.match(s):
                 continue
             if present is None:
@@ -139,6 +208,11 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
                                 f"{BLOCK_FORM}")
 
 
+def _heading(line: str) -> bool:
+    """Can ``line`` be a heading's text (a line of text, not a marker or blank)?"""
+    return bool(line.strip()) and not BLOCK_MARKER.match(line) and not _UNDERLINE.match(line)
+
+
 def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> MergeResult:
     """Merge ``plan`` into ``original``: best-effort candidate plus unsure places.
 
@@ -153,6 +227,9 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
         orig.pop()
     if not body:
         orig = []
+    budget = budget or WorkBudget()
+    _diff_files(plan, orig)
+    plan = _resolve_readings(plan, orig, budget)
     _refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
@@ -200,13 +277,37 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
     m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
     m.uncertain.extend(m.idle)
-    lines = m.text_lines()
+    lines, sources = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it
-    text = "\n".join(lines) + ("\n" if lines and final_newline else "")
-    if newline != "\n":
-        text = text.replace("\n", newline)
+        sources.pop()
+    if m.final_newline is not None:
+        final_newline = m.final_newline
+    text = _join(lines, sources, original, newline, final_newline)
+    deleted = next((h for h in plan.hunks if h.file_change == "deleted"), None)
+    if deleted is not None and text.strip():
+        m.uncertain.append(Uncertainty(1, f"{deleted.label}: the diff deletes the file "
+                                          f"('+++ /dev/null') but its hunks leave text in it"))
     return MergeResult(text, tuple(m.uncertain))
+
+
+def _join(lines: list[str], sources: list[int], original: str, newline: str,
+          final_newline: bool) -> str:
+    """The merged file's text: lines an edit wrote end with the file's usual ``newline``,
+    lines kept from the original with their own (a file that mixes CRLF and LF keeps
+    every line ending outside the edits).
+
+    >>> _join(["a", "x", "b"], [0, -1, 1], "a\\r\\nb\\n", "\\n", True)
+    'a\\r\\nx\\nb\\n'
+    """
+    ends = [newline] * len(lines)
+    if "\r\n" in original and original.count("\r\n") != original.count("\n"):
+        crlf = [s.endswith("\r") for s in original.split("\n")[:-1]]
+        ends = ["\r\n" if 0 <= j < len(crlf) and crlf[j] else "\n" if j >= 0 else newline
+                for j in sources]
+    if lines and not final_newline:
+        ends[-1] = ""
+    return "".join(line + end for line, end in zip(lines, ends, strict=True))
 
 
 def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None

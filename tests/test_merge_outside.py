@@ -1,0 +1,119 @@
+"""Edits as other tools write them (git, diff, Aider, merge conflicts, Markdown files):
+each is merged exactly, or refused with a reason, never written wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from fastapply.edits import EditError
+from fastapply.merge import apply_snippet
+
+FILE = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n"
+#: FILE with c = 30 (what HUNK makes of it).
+C30 = FILE.replace("c = 3\n", "c = 30\n")
+HUNK = "@@ -2,3 +2,3 @@\n b = 2\n-c = 3\n+c = 30\n d = 4\n"
+
+
+def merged(original: str, snippet: str) -> str:
+    """The merge, which must not be flagged."""
+    result = apply_snippet(original, snippet)
+    assert not result.uncertain, result.uncertain
+    return result.text
+
+
+def test_a_diff_of_two_files_is_refused() -> None:
+    # Both hunks apply to FILE, so merging them would write y.py's change into x.py.
+    snippet = (f"diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n{HUNK}"
+               "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-a = 1\n+a = 9\n")
+    with pytest.raises(EditError, match=r"edits 2 files \(x.py, y.py\)"):
+        apply_snippet(FILE, snippet)
+
+
+def test_one_file_in_several_headers_is_one_file() -> None:
+    # Aider writes a header per hunk, with or without the a/ b/ folders.
+    snippet = (f"--- a/src/x.py\n+++ b/src/x.py\n{HUNK}"
+               "--- x.py\n+++ x.py\n@@ -5 +5 @@\n-e = 5\n+e = 50\n")
+    assert merged(FILE, snippet) == C30.replace("e = 5\n", "e = 50\n")
+
+
+def test_a_new_file_diff_is_refused_on_a_file_with_text() -> None:
+    snippet = "--- /dev/null\n+++ b/new.py\n@@ -0,0 +1,2 @@\n+x = 1\n+y = 2\n"
+    with pytest.raises(EditError, match="creates a new file"):
+        apply_snippet(FILE, snippet)
+    assert merged("", snippet) == "x = 1\ny = 2\n"
+
+
+def test_a_deletion_that_leaves_text_is_flagged() -> None:
+    whole = "--- a/x.py\n+++ /dev/null\n@@ -1,5 +0,0 @@\n" + \
+        "".join(f"-{s}\n" for s in FILE.splitlines())
+    assert merged(FILE, whole) == ""
+    partial = "--- a/x.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-a = 1\n-b = 2\n"
+    assert "deletes the file" in apply_snippet(FILE, partial).uncertain[0].message
+
+
+@pytest.mark.parametrize(("original", "body", "want"), [
+    # the old file had no final newline; the new one has
+    ("a = 1\nb = 2", " a = 1\n-b = 2\n\\ No newline at end of file\n+b = 3\n", "a = 1\nb = 3\n"),
+    # the new file has none
+    ("a = 1\nb = 2\n", " a = 1\n-b = 2\n+b = 3\n\\ No newline at end of file\n", "a = 1\nb = 3"),
+    # neither has
+    ("a = 1\nb = 2", " a = 1\n-b = 2\n\\ No newline at end of file\n+b = 3\n"
+                     "\\ No newline at end of file\n", "a = 1\nb = 3"),
+])
+def test_no_newline_at_end_of_file(original: str, body: str, want: str) -> None:
+    assert merged(original, "--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n" + body) == want
+
+
+def test_no_newline_claimed_mid_file_is_flagged() -> None:
+    snippet = "@@ -2,2 +2,2 @@\n b = 2\n-c = 3\n+c = 30\n\\ No newline at end of file\n"
+    result = apply_snippet(FILE, snippet)
+    assert "No newline at end of file" in result.uncertain[0].message
+
+
+@pytest.mark.parametrize("wrap", [
+    "x.py\n```diff\n{}```\n",  # Aider: the path, then a fenced diff
+    "```diff\n{}```\n",
+    "```\n{}```\n\n",
+])
+def test_a_fenced_diff_is_read_without_its_fence(wrap: str) -> None:
+    assert merged(FILE, wrap.format(f"--- x.py\n+++ x.py\n{HUNK}")) == C30
+    assert merged(FILE, wrap.format(HUNK)) == C30
+
+
+def test_mixed_line_endings_are_kept_outside_the_edit() -> None:
+    # (a new line ends as most lines of the file do: CRLF here)
+    original = "a\r\nb\nc\r\nd\ne\r\n"
+    assert merged(original, "# ...\nc\nc2\n# ...\n") == "a\r\nb\nc\r\nc2\r\nd\ne\r\n"
+    assert merged(original, "a\nb\nb2\n# ...\n") == "a\r\nb\nb2\r\nc\r\nd\ne\r\n"
+
+
+def test_a_lone_cr_is_text_in_snippet_and_file_alike() -> None:
+    # A lone CR is not a line break in the file, so it is none in the snippet either.
+    original = "x = 1  # a\rb\ny = 2\nz = 3\n"
+    snippet = "x = 1  # a\rb\ny = 20\n# ...\n"
+    assert merged(original, snippet) == "x = 1  # a\rb\ny = 20\nz = 3\n"
+
+
+MARKDOWN = "Title\n=====\n\nSome text.\n"
+
+
+def test_a_heading_underline_in_a_replacement_is_text() -> None:
+    # The file underlines its headings with '=', so a line '=======' under a new
+    # heading is one more (not a doubled separator).
+    snippet = "<<<<<<< SEARCH\nSome text.\n=======\nSome text.\n\nNews\n=======\n>>>>>>> REPLACE\n"
+    assert merged(MARKDOWN, snippet) == MARKDOWN + "\nNews\n=======\n"
+    with pytest.raises(EditError, match="second '=======' line"):  # no underlines there
+        apply_snippet("# Title\n\nSome text.\n", snippet)
+
+
+@pytest.mark.parametrize(("original", "snippet"), [
+    # the heading's underline is SEARCH text or the separator: both readings are found
+    ("Heading\n=======\n\ntext\n",
+     "<<<<<<< SEARCH\nHeading\n=======\n=======\nHeading2\n=======\n>>>>>>> REPLACE\n"),
+    # a merge conflict in the file, resolved by a block
+    ("x\n<<<<<<< HEAD\na\n=======\nb\n>>>>>>> br\ny\n",
+     "<<<<<<< SEARCH\n<<<<<<< HEAD\na\n=======\nb\n>>>>>>> br\n=======\na\n>>>>>>> REPLACE\n"),
+])
+def test_a_block_whose_separator_is_ambiguous_is_refused(original: str, snippet: str) -> None:
+    with pytest.raises(EditError, match="cannot be told"):
+        apply_snippet(original, snippet)
