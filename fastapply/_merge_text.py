@@ -18,6 +18,7 @@ class _Replacement:
     start: int  # first original line replaced (0-based)
     end: int  # one past the last
     lines: list[str]  # new lines (without line endings)
+    block: bool = False  # a SEARCH/REPLACE block's or diff hunk's (found by its text)
 
 
 def _indent(line: str) -> str:

@@ -160,7 +160,8 @@ class _Merger:
                     f"by another amount than its first line; the replacement's indentation "
                     f"is a guess"))
         self.replacements.append(_Replacement(start, start + len(old),
-                                              _context_from_original(old, new, region, shift)))
+                                              _context_from_original(old, new, region, shift),
+                                              block=True))
         self.pos = start + len(old)
         self._file_end(hunk, self.pos)
 
@@ -404,11 +405,19 @@ class _Merger:
         out: list[str] = []
         sources: list[int] = []
         cursor = 0
+        last: _Replacement | None = None
         for r in sorted(self.replacements, key=lambda r: (r.start, r.end)):
-            if r.start < cursor:
+            shared = self.orig[r.start:cursor]  # lines the previous edit replaced too
+            if shared and last is not None and last.block and r.block and r.end >= cursor \
+                    and last.lines[-len(shared):] == shared == r.lines[:len(shared)]:
+                # Two hunks that share context lines (both keep them): as git apply and
+                # patch read them, one after the other.
+                r = _Replacement(cursor, r.end, r.lines[len(shared):], block=True)
+            elif r.start < cursor:
                 self.unsure(r.start + 1, f"two edits overlap at original line {r.start + 1}; "
                                          f"the second was applied after the first")
                 r = _Replacement(cursor, max(cursor, r.end), r.lines)
+            last = r
             out.extend(self.orig[cursor:r.start])
             sources.extend(range(cursor, r.start))
             out.extend(r.lines)

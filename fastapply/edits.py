@@ -137,9 +137,11 @@ class Hunk:
     #: Diff: "new" under a ``--- /dev/null`` header (the file is created), "deleted"
     #: under ``+++ /dev/null``, else "".
     file_change: str = ""
-    #: SEARCH/REPLACE: the other ways to split the block, (old, new), when it has more
-    #: than one ``=======`` line (one may be a Markdown heading's underline or a merge
-    #: conflict in the text); the merge takes the only reading whose SEARCH text is found.
+    #: SEARCH/REPLACE: another way to split the block, (old, new), when it has more than
+    #: one ``=======`` line (one may be a Markdown heading's underline or a merge
+    #: conflict in the text): at its second one. Its SEARCH text starts with the first
+    #: reading's, so if it is found in the file, so is that: the merge refuses the block
+    #: as ambiguous. (Readings at later ``=======`` lines start with it in turn.)
     readings: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     @property
@@ -369,8 +371,10 @@ def _parse_block(lines: list[str], start: int, number: int,
                         f"'======='")
     numbered = _SR_START.match(lines[start])
     given = int(numbered.group(1)) or None if numbered and numbered.group(1) else None
+    # A second candidate is the only other reading needed (see Hunk.readings); more
+    # would cost a copy of the block each.
     splits = [_split_block(lines[start + 1:sep], lines[sep + 1:end], given)
-              for sep in (sevens or seps)]
+              for sep in (sevens or seps)[:2]]
     old, new, old_start, escaped = splits[0]
     add("search_replace", old, new, start + 1, old_start=old_start, escaped=escaped,
         readings=tuple((tuple(o), tuple(n)) for o, n, _, _ in splits[1:]))

@@ -119,40 +119,28 @@ def _underlined(orig: list[str]) -> bool:
                for k, s in enumerate(orig) if k)
 
 
-def _resolve_readings(plan: EditPlan, orig: list[str], budget: WorkBudget) -> EditPlan:
-    """Each SEARCH/REPLACE block with more than one ``=======`` line split where its
-    SEARCH text is found in the original. If only one reading's is, that is the block;
-    if none's, the first reading stands (and is reported not found); if several, the
-    block is ambiguous: EditError.
+def _refuse_ambiguous(plan: EditPlan, orig: list[str], budget: WorkBudget) -> None:
+    """Raise EditError for a SEARCH/REPLACE block with more than one ``=======`` line
+    whose text up to its second one is in the original (see Hunk.readings): where its
+    SEARCH text ends cannot be told.
 
     >>> block = "<<<<<<< SEARCH\\nText.\\n=======\\nText.\\nNew\\n=======\\n>>>>>>> REPLACE\\n"
-    >>> [h.new for h in _resolve_readings(parse_edit(block), ["Text."], WorkBudget()).hunks]
-    [('Text.', 'New', '=======')]
-    >>> _resolve_readings(parse_edit(block), ["Text.", "=======", "Text.", "New"], WorkBudget())
+    >>> _refuse_ambiguous(parse_edit(block), ["Text."], WorkBudget())
+    >>> _refuse_ambiguous(parse_edit(block), ["Text.", "=======", "Text.", "New"], WorkBudget())
     Traceback (most recent call last):
     ...
-    fastapply.edits.EditError: SEARCH block 1 (snippet line 1) has 2 '=======' lines and ...
+    fastapply.edits.EditError: SEARCH block 1 (snippet line 1) has more than one '=======' ...
     """
-    hunks = list(plan.hunks)
-    for k, hunk in enumerate(hunks):
-        if not hunk.readings:
-            continue
-        budget.doing = hunk.label
-        found = []
-        for old, new in ((hunk.old, hunk.new), *hunk.readings):
+    for hunk in plan.hunks:
+        for old, _ in hunk.readings:
+            budget.doing = hunk.label
             text = [t for t, s in enumerate(old) if s.strip()]  # without blank edges
             if text and _find_runs(old[text[0]:text[-1] + 1], orig, key_loose, None, budget):
-                found.append((old, new))
-        if len(found) > 1:
-            raise EditError(f"{hunk.label} has {len(hunk.readings) + 1} '=======' lines and "
-                            f"the text before {len(found)} of them is in the file, so where "
-                            f"its SEARCH text ends cannot be told; send this edit as a unified "
-                            f"diff, or as a block whose SEARCH and REPLACE text have no "
-                            f"'=======' line")
-        if found:
-            hunks[k] = replace(hunk, old=found[0][0], new=found[0][1], readings=(),
-                               escaped=hunk.escaped if found[0][0] == hunk.old else frozenset())
-    return EditPlan(tuple(hunks))
+                raise EditError(f"{hunk.label} has more than one '=======' line and the text "
+                                f"up to its second one is in the file, so where its SEARCH "
+                                f"text ends cannot be told; send this edit as a unified diff, "
+                                f"or as a block whose SEARCH and REPLACE text have no "
+                                f"'=======' line")
 
 
 def _diff_files(plan: EditPlan, orig: list[str]) -> None:
@@ -229,7 +217,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
         orig = []
     budget = budget or WorkBudget()
     _diff_files(plan, orig)
-    plan = _resolve_readings(plan, orig, budget)
+    _refuse_ambiguous(plan, orig, budget)
     _refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
