@@ -15,7 +15,11 @@ Three notations, alone or mixed in one snippet:
   ``:start_line:N`` / ``-------`` head or ``SEARCH (N)`` (where to look), lines copied
   with their numbers (``12 | code``) and marker lines escaped as ``\\=======``;
 * **unified diffs**, with or without line numbers in the ``@@`` headers (whose counts are
-  not trusted: a hunk is every following line with a diff prefix), or without headers.
+  not trusted: a hunk is every following line with a diff prefix), or without headers;
+  git's and diff's file headers (``--- /dev/null``: a new file, ``+++ /dev/null``: a
+  deleted one), ``\\ No newline at end of file``, and Aider's code fence around a diff
+  are read. A diff of several files, of a binary file, or a context diff (``diff -c``)
+  is refused: which file it edits, or what it says, cannot be told.
 
 Lines that look like block or merge-conflict markers but were not read as one (a
 malformed block) are refused by the merge unless the original file holds them.
@@ -89,6 +93,10 @@ _GIT_META = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|(?:old|new|deleted fil
                        r"\d+|(?:dis)?similarity index \d+%|(?:rename|copy) (?:from|to) \S|"
                        r"Binary files )")
 _NULL = "/dev/null"
+#: A binary file's diff, as git writes it (``--binary``) or says it differs.
+_BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)\s*$")
+#: A context diff's (``diff -c``) hunk ranges, which this parser does not read.
+_CONTEXT_DIFF = re.compile(r"^(?:\*\*\* \d+(?:,\d+)? \*\*\*\*|--- \d+(?:,\d+)? ----)\s*$")
 
 
 def is_marker(line: str) -> bool:
@@ -174,6 +182,10 @@ def parse_edit(snippet: str) -> EditPlan:
     lines = _split_lines(snippet)
     if lines and lines[-1] == "":
         lines.pop()
+    ranges = [s for s in lines if s[:4] in ("*** ", "--- ") and _CONTEXT_DIFF.match(s)]
+    if any(s[0] == "*" for s in ranges) and any(s[0] == "-" for s in ranges):
+        raise EditError(f"the snippet is a context diff ({ranges[0].strip()!r}: diff -c), "
+                        f"which is not read; send a unified diff (diff -u, git diff)")
     hunks: list[Hunk] = []
     counts = {"lazy": 0, "search_replace": 0, "udiff": 0}
     lazy: list[str] = []
@@ -216,7 +228,7 @@ def parse_edit(snippet: str) -> EditPlan:
             if not header:  # file headers, or a diff body without any header
                 if _file_header(lines, i):
                     end = _skip_file_header(lines, i)
-                    change = _diff_file(lines[i:end], files)
+                    change = _diff_file(lines[i:end], lines[end:end + 1], files)
                     i = end
                 if i < len(lines) and not _UDIFF_HUNK.match(lines[i]) and \
                         not _ends_hunk(lines, i):
@@ -279,14 +291,19 @@ def _drop_fence(lazy: list[str]) -> bool:
     return True
 
 
-def _diff_file(head: list[str], files: list[str]) -> str:
+def _diff_file(head: list[str], after: list[str], files: list[str]) -> str:
     """Record in ``files`` the file that a diff's file header ``head`` names; return
-    its Hunk.file_change ("new", "deleted" or "").
+    its Hunk.file_change ("new", "deleted" or ""). A binary file's diff (said in the
+    header or the line ``after`` it) is refused (EditError).
 
     >>> files = []
-    >>> _diff_file(["--- /dev/null", "+++ b/src/new.py"], files), files
+    >>> _diff_file(["--- /dev/null", "+++ b/src/new.py"], ["@@ -0,0 +1 @@"], files), files
     ('new', ['src/new.py'])
     """
+    binary = next((s for s in head + after if _BINARY.match(s)), None)
+    if binary is not None:
+        raise EditError(f"the diff changes a binary file ({binary.strip()!r}); fastapply "
+                        f"edits text files: send the new file itself")
     old = new = None
     for s in head:
         parts = s.split()

@@ -138,3 +138,22 @@ def test_hunks_that_share_a_context_line_apply_one_after_the_other() -> None:
     # hunks that change the same line stay an overlap, flagged
     clash = "@@ -2,3 +2,3 @@\n l2\n-l3\n+L3\n l4\n@@ -3,3 +3,3 @@\n l3\n-l4\n+L4\n l5\n"
     assert "overlap" in apply_snippet(LINES, clash).uncertain[0].message
+
+
+@pytest.mark.parametrize("snippet", [
+    # git diff --binary: its literal lines were read as a new file's text
+    "diff --git a/x.bin b/x.bin\nindex 1..2 100644\nGIT binary patch\nliteral 10\n"
+    "RcmZ?wbhEHbRA6KN0{{zh0w@3g\n\nliteral 0\nHcmV?d00001\n\n",
+    "diff --git a/x.bin b/x.bin\nindex 1..2 100644\nBinary files a/x.bin and b/x.bin differ\n",
+])
+def test_a_binary_diff_is_refused(snippet: str) -> None:
+    with pytest.raises(EditError, match="binary file"):
+        apply_snippet(FILE, snippet)
+
+
+def test_a_context_diff_is_refused() -> None:
+    # diff -c: longer than the file and without markers, it was taken as the new file.
+    snippet = ("*** x.py\n--- x.py\n***************\n*** 2,4 ****\n  b = 2\n! c = 3\n  d = 4\n"
+               "--- 2,4 ----\n  b = 2\n! c = 30\n  d = 4\n")
+    with pytest.raises(EditError, match=r"context diff .* send a unified diff"):
+        apply_snippet(FILE, snippet)
