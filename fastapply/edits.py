@@ -208,6 +208,7 @@ def parse_edit(snippet: str) -> EditPlan:
     files: list[str] = []  # the files that a diff's file headers name
     change = ""  # the current diff file's Hunk.file_change
     fenced = False  # in a diff that a code fence opened
+    in_diff = False  # only diff hunks, markers and blank lines since a diff header
     while i < len(lines):
         line = lines[i]
         if _SR_START.match(line):
@@ -215,6 +216,7 @@ def parse_edit(snippet: str) -> EditPlan:
             flush_lazy(marker_after=True)
             i = _parse_block(lines, i, counts["search_replace"] + 1, add)
             marker_before = after_block = True
+            in_diff = False
             continue
         if after_block and _FENCE.match(line):  # the fence that closes a block
             i += 1
@@ -224,6 +226,7 @@ def parse_edit(snippet: str) -> EditPlan:
         header = _UDIFF_HUNK.match(line)
         if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
             fenced = _drop_fence(lazy) or fenced  # Aider's ```diff fence
+            in_diff = True
             flush_lazy(marker_after=True)
             if not header:  # file headers, or a diff body without any header
                 if _file_header(lines, i):
@@ -240,6 +243,12 @@ def parse_edit(snippet: str) -> EditPlan:
             marker_before = True
             after_block = fenced
             continue
+        if is_marker(line) and in_diff and _diff_follows(lines, i + 1):
+            # A marker inside a diff hunk (the lines between elided): the hunk goes on
+            # after it, headerless; read as lazy lines, its +/- signs would be written.
+            lazy = []
+            i = _parse_udiff_hunk(lines, i, None, add, change)
+            continue
         if is_marker(line):
             flush_lazy(marker_after=True)
             marker_before = True
@@ -249,6 +258,7 @@ def parse_edit(snippet: str) -> EditPlan:
         if not lazy:
             lazy_start = i
         lazy.append(line)
+        in_diff = in_diff and not line.strip()
         i += 1
     flush_lazy(marker_after=False)
     _one_file(files)
@@ -460,6 +470,22 @@ def _ends_hunk(lines: list[str], i: int) -> bool:
     return not _is_body(line) or _file_header(lines, i) or bool(
         _SR_START.match(line) or _SR_END.match(line)
         or (line[:1] != " " and is_marker(line)))
+
+
+def _diff_follows(lines: list[str], i: int) -> bool:
+    """Is ``lines[i:]`` (after a marker in a diff) the rest of a diff hunk: lines with
+    diff prefixes, at least one not blank, up to the end, a marker or a header? (Code
+    written without prefixes, as in a lazy snippet, stops the run elsewhere.)
+
+    >>> _diff_follows(["+b", " c", "# ..."], 0), _diff_follows(["    return x", "y"], 0)
+    (True, False)
+    """
+    end = i
+    while end < len(lines) and not _ends_hunk(lines, end):
+        end += 1
+    return any(s.strip() for s in lines[i:end]) and (
+        end == len(lines) or _file_header(lines, end) or is_marker(lines[end])
+        or bool(_UDIFF_HUNK.match(lines[end]) or _FENCE.match(lines[end])))
 
 
 def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,

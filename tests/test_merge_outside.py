@@ -157,3 +157,17 @@ def test_a_context_diff_is_refused() -> None:
                "--- 2,4 ----\n  b = 2\n! c = 30\n  d = 4\n")
     with pytest.raises(EditError, match=r"context diff .* send a unified diff"):
         apply_snippet(FILE, snippet)
+
+
+def test_a_marker_inside_a_diff_hunk_splits_it() -> None:
+    # The lines after the marker were read as lazy code: the '+' was written into the file.
+    snippet = "@@ -1,5 +1,5 @@\n a = 1\n-b = 2\n...\n+b = 20\n c = 3\n d = 4\n e = 5\n"
+    assert merged(FILE, snippet) == FILE.replace("b = 2\n", "b = 20\n")
+    snippet = "@@ -2,3 +2,3 @@\n b = 2\n-c = 3\n+c = 30\n# ...\n d = 4\n-e = 5\n+e = 50\n"
+    assert merged(FILE, snippet) == C30.replace("e = 5\n", "e = 50\n")
+    # right after the @@ line, and before context only (whose prefix space was written)
+    snippet = "@@ -2,3 +2,4 @@\n// ...\n b = 2\n+b2 = 0\n c = 3\n"
+    assert merged(FILE, snippet) == FILE.replace("b = 2\n", "b = 2\nb2 = 0\n")
+    snippet = "@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n+b = 20\n# ...\n\n d = 4\n e = 5\n"
+    assert merged("a = 1\nb = 2\nc = 3\n\nd = 4\ne = 5\n", snippet) == \
+        "a = 1\nb = 20\nc = 3\n\nd = 4\ne = 5\n"
