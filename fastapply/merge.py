@@ -80,27 +80,41 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
 
 
 def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
-    """Lazy lines that are removed lines of a diff without its header: ``-`` followed by
-    an original line (and not an original line itself). Merged as code, the ``-`` and
-    ``+`` lines would both be written into the file.
+    """Lazy lines that are lines of a diff outside its hunks: ``-`` followed by an
+    original line (a diff without its header), or, in a snippet that has diff hunks,
+    any line starting with ``+`` or ``-`` (a line without its prefix ended the hunk
+    before it). Merged as code, the signs would be written into the file. Lines the
+    original has as they stand are code.
 
     >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
     [2]
+    >>> plan = parse_edit("@@ -1 +1 @@\\n-a\\n+A\\nb\\n+c\\n")  # 'b' ended the hunk
+    >>> [u.message[:34] for u in _diff_lines_in_lazy(plan, ["a", "b"])]
+    ['lazy segment 1 (snippet line 4): i']
     """
     lines: set[str] | None = None  # the original's lines (built if needed)
+    diff = any(hunk.kind == "udiff" for hunk in plan.hunks)
     for hunk in plan.hunks:
         for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
-            if not s.startswith("-"):
+            if not s.startswith("-") and not (diff and s.startswith("+")):
                 continue
             if lines is None:
                 lines = {key_exact(o) for o in orig}
-            if key_exact(s[1:]) in lines and key_exact(s) not in lines:
+            if key_exact(s) in lines:
+                continue
+            if key_exact(s[1:]) in lines and s.startswith("-"):
                 line = next(j for j, o in enumerate(orig) if key_exact(o) == key_exact(s[1:])) + 1
                 return [Uncertainty(line, (
                     f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
                     f"before it; the snippet looks like a unified diff without its @@ "
                     f"header: send the diff with a header (@@ ... @@) or the code without "
                     f"-/+ signs"))]
+            if diff:
+                return [Uncertainty(0, (
+                    f"{hunk.label}: its line {i + 1} starts with {s[0]!r} like a diff line, "
+                    f"but it is outside the diff's hunks (a line without a diff prefix "
+                    f"ended the hunk before it); give every line of a hunk its prefix "
+                    f"(' ', '-' or '+')"))]
     return []
 
 

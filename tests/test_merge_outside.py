@@ -171,3 +171,11 @@ def test_a_marker_inside_a_diff_hunk_splits_it() -> None:
     snippet = "@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n+b = 20\n# ...\n\n d = 4\n e = 5\n"
     assert merged("a = 1\nb = 2\nc = 3\n\nd = 4\ne = 5\n", snippet) == \
         "a = 1\nb = 20\nc = 3\n\nd = 4\ne = 5\n"
+
+
+def test_diff_lines_after_a_line_without_prefix_are_flagged() -> None:
+    # A hunk line that lost its prefix (here a tab before the '+') ends the hunk; the
+    # lines after it were written into the file with their '+' signs, unflagged.
+    snippet = "@@ -2,4 +2,5 @@\n b = 2\n-c = 3\n+c = 30\n\t+c2 = 0\n+c3 = 0\n d = 4\n e = 5\n"
+    result = apply_snippet(FILE, snippet)
+    assert "outside the diff's hunks" in " ".join(u.message for u in result.uncertain)
