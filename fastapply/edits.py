@@ -17,9 +17,10 @@ Three notations, alone or mixed in one snippet:
 * **unified diffs**, with or without line numbers in the ``@@`` headers (whose counts are
   not trusted: a hunk is every following line with a diff prefix), or without headers;
   git's and diff's file headers (``--- /dev/null``: a new file, ``+++ /dev/null``: a
-  deleted one), ``\\ No newline at end of file``, and Aider's code fence around a diff
-  are read. A diff of several files, of a binary file, or a context diff (``diff -c``)
-  is refused: which file it edits, or what it says, cannot be told.
+  deleted one), ``\\ No newline at end of file``, Aider's code fence around a diff and
+  OpenAI's patch format (``*** Begin Patch``, ``*** Update File: path``, ``@@``) are
+  read. A diff of several files, of a binary file, or a context diff (``diff -c``) is
+  refused: which file it edits, or what it says, cannot be told.
 
 Lines that look like block or merge-conflict markers but were not read as one (a
 malformed block) are refused by the merge unless the original file holds them.
@@ -93,6 +94,9 @@ _GIT_META = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|(?:old|new|deleted fil
                        r"\d+|(?:dis)?similarity index \d+%|(?:rename|copy) (?:from|to) \S|"
                        r"Binary files )")
 _NULL = "/dev/null"
+#: OpenAI's patch format (``apply_patch``): a file's header, and the lines around it.
+_PATCH_FILE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (\S.*)$")
+_PATCH_FRAME = re.compile(r"^\*\*\* (?:Begin Patch|End Patch|End of File)\s*$")
 #: A binary file's diff, as git writes it (``--binary``) or says it differs.
 _BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)\s*$")
 #: A context diff's (``diff -c``) hunk ranges, which this parser does not read.
@@ -218,6 +222,9 @@ def parse_edit(snippet: str) -> EditPlan:
             marker_before = after_block = True
             in_diff = False
             continue
+        if _PATCH_FRAME.match(line):  # OpenAI's patch: its first and last lines
+            i += 1
+            continue
         if after_block and _FENCE.match(line):  # the fence that closes a block
             i += 1
             after_block = fenced = False
@@ -317,7 +324,12 @@ def _diff_file(head: list[str], after: list[str], files: list[str]) -> str:
     old = new = None
     for s in head:
         parts = s.split()
-        if _GIT_DIFF.match(s) and len(parts) == 4:
+        patch = _PATCH_FILE.match(s)
+        if patch:
+            path = patch.group(2).strip()
+            old = _NULL if patch.group(1) == "Add" else path
+            new = _NULL if patch.group(1) == "Delete" else path
+        elif _GIT_DIFF.match(s) and len(parts) == 4:
             old, new = parts[2], parts[3]
         elif s.startswith(("--- ", "+++ ")):
             path = s[4:].split("\t")[0].strip()  # a tab starts the timestamp
@@ -429,8 +441,9 @@ def _split_block(old: list[str], new: list[str], old_start: int | None
 
 
 def _file_header(lines: list[str], i: int) -> bool:
-    """Do ``lines[i:]`` start with a diff's file header (``diff --git``, ``---``/``+++``)?"""
-    return bool(_GIT_DIFF.match(lines[i])) or (
+    """Do ``lines[i:]`` start with a diff's file header (``diff --git``, ``---``/``+++``,
+    OpenAI's ``*** Update File: path``)?"""
+    return bool(_GIT_DIFF.match(lines[i]) or _PATCH_FILE.match(lines[i])) or (
         lines[i].startswith("--- ") and _UDIFF_FILE.match(lines[i]) is not None
         and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
         and _UDIFF_FILE.match(lines[i + 1]) is not None)
@@ -438,6 +451,8 @@ def _file_header(lines: list[str], i: int) -> bool:
 
 def _skip_file_header(lines: list[str], i: int) -> int:
     """Index after the file header at ``lines[i]`` (git's extended lines included)."""
+    if _PATCH_FILE.match(lines[i]):
+        return i + 1 + (i + 1 < len(lines) and lines[i + 1].startswith("*** Move to: "))
     if _GIT_DIFF.match(lines[i]):
         i += 1
         while i < len(lines) and _GIT_META.match(lines[i]):

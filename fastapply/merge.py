@@ -163,8 +163,9 @@ def _diff_files(plan: EditPlan, orig: list[str]) -> None:
     new = next((h for h in plan.hunks if h.file_change == "new"), None)
     if new is not None and any(s.strip() for s in orig):
         raise EditError(f"{new.label}: the diff creates a new file (its header is '--- "
-                        f"/dev/null'), but the original has {len(orig)} lines; send the "
-                        f"diff against this file, or an empty original to create it")
+                        f"/dev/null' or '*** Add File'), but the original has {len(orig)} "
+                        f"lines; send the diff against this file, or an empty original to "
+                        f"create it")
 
 
 def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:

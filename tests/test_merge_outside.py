@@ -179,3 +179,16 @@ def test_diff_lines_after_a_line_without_prefix_are_flagged() -> None:
     snippet = "@@ -2,4 +2,5 @@\n b = 2\n-c = 3\n+c = 30\n\t+c2 = 0\n+c3 = 0\n d = 4\n e = 5\n"
     result = apply_snippet(FILE, snippet)
     assert "outside the diff's hunks" in " ".join(u.message for u in result.uncertain)
+
+
+def test_openai_patch_format() -> None:
+    # OpenAI's apply_patch format: its frame lines were written into the file (flagged).
+    patch = "*** Begin Patch\n*** Update File: x.py\n{}*** End Patch\n"
+    assert merged(FILE, patch.format(HUNK.replace("@@ -2,3 +2,3 @@", "@@ a = 1"))) == C30
+    assert merged(FILE, patch.format(HUNK.replace("@@ -2,3 +2,3 @@\n", ""))) == C30
+    added = "*** Begin Patch\n*** Add File: new.py\n+x = 1\n*** End Patch\n"
+    assert merged("", added) == "x = 1\n"
+    with pytest.raises(EditError, match="creates a new file"):
+        apply_snippet(FILE, added)
+    with pytest.raises(EditError, match="edits 2 files"):
+        apply_snippet(FILE, patch.format(HUNK + "*** Update File: y.py\n@@\n-a = 1\n+a = 2\n"))
