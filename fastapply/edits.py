@@ -269,6 +269,10 @@ def parse_edit(snippet: str) -> EditPlan:
         i += 1
     flush_lazy(marker_after=False)
     _one_file(files)
+    if not hunks and files:
+        raise EditError(f"the diff of {files[0]} has file headers but no hunk: it changes "
+                        f"no line (a rename, a mode change or a deletion?); nothing to "
+                        f"merge: send the @@ hunks of the lines that change")
     if not hunks:
         raise EditError("the snippet holds no edit (only markers or blank lines); send the "
                         "changed code with some context")

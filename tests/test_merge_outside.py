@@ -192,3 +192,13 @@ def test_openai_patch_format() -> None:
         apply_snippet(FILE, added)
     with pytest.raises(EditError, match="edits 2 files"):
         apply_snippet(FILE, patch.format(HUNK + "*** Update File: y.py\n@@\n-a = 1\n+a = 2\n"))
+
+
+@pytest.mark.parametrize("snippet", [
+    "diff --git a/x.py b/y.py\nsimilarity index 100%\nrename from x.py\nrename to y.py\n",
+    "diff --git a/x.py b/x.py\nold mode 100644\nnew mode 100755\n",
+])
+def test_a_diff_without_hunks_says_so(snippet: str) -> None:
+    # (It was "the snippet holds no edit (only markers or blank lines)".)
+    with pytest.raises(EditError, match="file headers but no hunk"):
+        apply_snippet(FILE, snippet)
