@@ -107,3 +107,30 @@ def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[s
     new = new[new_head:]
     new_tail = min(tail, next((t for t, s in enumerate(reversed(new)) if s.strip()), len(new)))
     return old[head:len(old) - tail], new[:len(new) - new_tail]
+
+
+def _retab(old: Sequence[str], new: Sequence[str], region: Sequence[str]
+           ) -> tuple[list[str], list[str]] | None:
+    """``old`` and ``new`` with their indentation in the file's kind, when the block wrote
+    tabs as spaces (or spaces as tabs): one width (2, 4 or 8 columns a tab) turns every
+    non-blank line of ``old`` into its ``region`` line (trailing spaces aside); else None.
+    A Go file indents with tabs, a model's diff of it often with four spaces.
+
+    >>> _retab(["func f() {", "    x := 1", "}"], ["func f() {", "    x := 2", "}"],
+    ...        ["func f() {", "\\tx := 1", "}"])
+    (['func f() {', '\\tx := 1', '}'], ['func f() {', '\\tx := 2', '}'])
+    """
+    tabs = any(s.startswith("\t") for s in region)
+    for width in (4, 2, 8):
+        def convert(s: str, width: int = width) -> str:
+            body = s.lstrip(" \t")
+            lead = s[:len(s) - len(body)]
+            if tabs:  # spaces (and tabs) -> tabs
+                columns = sum(width if c == "\t" else 1 for c in lead)
+                return "\t" * (columns // width) + " " * (columns % width) + body
+            return lead.replace("\t", " " * width) + body
+
+        if all(convert(o).rstrip() == r.rstrip() for o, r in zip(old, region, strict=True)
+               if o.strip()):
+            return [convert(s) for s in old], [convert(s) for s in new]
+    return None

@@ -19,6 +19,7 @@ from fastapply._merge_text import (
     _indent,
     _reindent,
     _Replacement,
+    _retab,
     _trim_blank_edges,
 )
 from fastapply.edits import Hunk
@@ -143,7 +144,10 @@ class _Merger:
             return
         region = self.orig[start:start + len(old)]
         shift = None
-        if loose:
+        retabbed = _retab(old, new, region) if loose else None
+        if retabbed is not None:  # tabs written as spaces (or the other way): convert
+            old, new = retabbed
+        elif loose:
             anchor = next(t for t, s in enumerate(old) if s.strip())
             shift = (_indent(old[anchor]), _indent(region[anchor]))
             # The shift re-indents the added lines: is it the same for every context line

@@ -202,3 +202,17 @@ def test_a_diff_without_hunks_says_so(snippet: str) -> None:
     # (It was "the snippet holds no edit (only markers or blank lines)".)
     with pytest.raises(EditError, match="file headers but no hunk"):
         apply_snippet(FILE, snippet)
+
+
+GO = "package main\n\nfunc f() {\n\tif x {\n\t\treturn 1\n\t}\n\treturn 0\n}\n"
+
+
+@pytest.mark.parametrize("snippet", [
+    "@@ -3,6 +3,6 @@\n func f() {\n     if x {\n-        return 1\n+        return 2\n     }\n",
+    "<<<<<<< SEARCH\nfunc f() {\n    if x {\n        return 1\n=======\nfunc f() {\n"
+    "    if x {\n        return 2\n>>>>>>> REPLACE\n",
+])
+def test_tabs_written_as_spaces_are_the_files_tabs(snippet: str) -> None:
+    # A Go file indents with tabs; models often write its lines with four spaces. The
+    # shift was taken at the unindented first line, so the block was flagged.
+    assert merged(GO, snippet) == GO.replace("return 1", "return 2")
