@@ -403,11 +403,8 @@ class _Merger:
             index = self._words[key] = word_index(self._positions(key))
         return index
 
-    def text_lines(self) -> tuple[list[str], list[int]]:
-        """The merged file's lines, and for each the original line it is a copy of (-1
-        for lines an edit wrote)."""
+    def text_lines(self) -> list[str]:
         out: list[str] = []
-        sources: list[int] = []
         cursor = 0
         last: _Replacement | None = None
         for r in sorted(self.replacements, key=lambda r: (r.start, r.end)):
@@ -423,29 +420,8 @@ class _Merger:
                 r = _Replacement(cursor, max(cursor, r.end), r.lines)
             last = r
             out.extend(self.orig[cursor:r.start])
-            sources.extend(range(cursor, r.start))
             out.extend(r.lines)
-            sources.extend(_kept(r.lines, self.orig, r.start, r.end))
             cursor = r.end
         out.extend(self.orig[cursor:])
-        sources.extend(range(cursor, len(self.orig)))
-        return out, sources
+        return out
 
-
-def _kept(lines: Sequence[str], orig: Sequence[str], start: int, end: int) -> list[int]:
-    """For each of ``lines`` (what replaces ``orig[start:end]``), the original line it
-    repeats at the start or the end of the region (its context), else -1.
-
-    >>> _kept(["a", "x", "c"], ["a", "b", "c"], 0, 3)
-    [0, -1, 2]
-    """
-    out = [-1] * len(lines)
-    head = 0
-    while head < min(len(lines), end - start) and lines[head] == orig[start + head]:
-        out[head] = start + head
-        head += 1
-    tail = 1
-    while tail <= min(len(lines) - head, end - start - head) and lines[-tail] == orig[end - tail]:
-        out[-tail] = end - tail
-        tail += 1
-    return out

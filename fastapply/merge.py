@@ -159,7 +159,15 @@ def _refuse_ambiguous(plan: EditPlan, orig: list[str], budget: WorkBudget) -> No
 
 def _diff_files(plan: EditPlan, orig: list[str]) -> None:
     """Raise EditError for a diff that creates a file (``--- /dev/null``) applied to an
-    original that has text: which file the user meant cannot be told."""
+    original that has text (which file the user meant cannot be told), or that deletes
+    the file (``+++ /dev/null``) but not each of its lines."""
+    gone = [h for h in plan.hunks if h.file_change == "deleted"]
+    text = [s for s in orig if s.strip()]
+    if gone and (sum(len(h.old) for h in gone) < len(orig) or any(h.new for h in gone)
+                 or len(gone) < len(plan.hunks)) and text:
+        raise EditError(f"{gone[0].label}: the diff deletes the file ('+++ /dev/null'), but "
+                        f"its hunks do not remove each of its {len(orig)} lines; send the "
+                        f"diff of the whole file, or an empty file")
     new = next((h for h in plan.hunks if h.file_change == "new"), None)
     if new is not None and any(s.strip() for s in orig):
         raise EditError(f"{new.label}: the diff creates a new file (its header is '--- "
@@ -274,43 +282,21 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
         other = _reading(plan, orig, m.context, len(orig) - phantom, m, m.flips | {tie})
         if other.trouble() < m.trouble():
             m = other
+    if m.final_newline is not None:  # a diff said "No newline at end of file"
+        final_newline = m.final_newline
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
     m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
     m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
     m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
     m.uncertain.extend(m.idle)
-    lines, sources = m.text_lines()
+    lines = m.text_lines()
     if phantom and not any(r.end == len(orig) for r in m.replacements):
         lines.pop()  # the empty line after the final newline is still there: drop it
-        sources.pop()
-    if m.final_newline is not None:
-        final_newline = m.final_newline
-    text = _join(lines, sources, original, newline, final_newline)
-    deleted = next((h for h in plan.hunks if h.file_change == "deleted"), None)
-    if deleted is not None and text.strip():
-        m.uncertain.append(Uncertainty(1, f"{deleted.label}: the diff deletes the file "
-                                          f"('+++ /dev/null') but its hunks leave text in it"))
+    text = "\n".join(lines) + ("\n" if lines and final_newline else "")
+    if newline != "\n":
+        text = text.replace("\n", newline)
     return MergeResult(text, tuple(m.uncertain))
-
-
-def _join(lines: list[str], sources: list[int], original: str, newline: str,
-          final_newline: bool) -> str:
-    """The merged file's text: lines an edit wrote end with the file's usual ``newline``,
-    lines kept from the original with their own (a file that mixes CRLF and LF keeps
-    every line ending outside the edits).
-
-    >>> _join(["a", "x", "b"], [0, -1, 1], "a\\r\\nb\\n", "\\n", True)
-    'a\\r\\nx\\nb\\n'
-    """
-    ends = [newline] * len(lines)
-    if "\r\n" in original and original.count("\r\n") != original.count("\n"):
-        crlf = [s.endswith("\r") for s in original.split("\n")[:-1]]
-        ends = ["\r\n" if 0 <= j < len(crlf) and crlf[j] else "\n" if j >= 0 else newline
-                for j in sources]
-    if lines and not final_newline:
-        ends[-1] = ""
-    return "".join(line + end for line, end in zip(lines, ends, strict=True))
 
 
 def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
