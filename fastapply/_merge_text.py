@@ -94,21 +94,6 @@ def _context_from_original(old: Sequence[str], new: Sequence[str], region: Seque
     return out
 
 
-def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
-    """``old`` without its leading and trailing blank lines; ``new`` without as many of
-    its own as ``old`` had there (they were context).
-
-    >>> _trim_blank_edges(["", "a", ""], ["", "b"])
-    (['a'], ['b'])
-    """
-    head = next(t for t, s in enumerate(old) if s.strip())
-    tail = next(t for t, s in enumerate(reversed(old)) if s.strip())
-    new_head = min(head, next((t for t, s in enumerate(new) if s.strip()), len(new)))
-    new = new[new_head:]
-    new_tail = min(tail, next((t for t, s in enumerate(reversed(new)) if s.strip()), len(new)))
-    return old[head:len(old) - tail], new[:len(new) - new_tail]
-
-
 def _retab(old: Sequence[str], new: Sequence[str], region: Sequence[str]
            ) -> tuple[list[str], list[str]] | None:
     """``old`` and ``new`` with their indentation in the file's kind, when the block wrote
@@ -134,3 +119,19 @@ def _retab(old: Sequence[str], new: Sequence[str], region: Sequence[str]
                if o.strip()):
             return [convert(s) for s in old], [convert(s) for s in new]
     return None
+
+
+def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
+    """``old`` without its leading and trailing blank lines; ``new`` without as many of
+    its own as ``old`` had there (they were context).
+
+    >>> _trim_blank_edges(["", "a", ""], ["", "b"])
+    (['a'], ['b'])
+    """
+    head = next(t for t, s in enumerate(old) if s.strip())
+    tail = next(t for t, s in enumerate(reversed(old)) if s.strip())
+    new_head = min(head, next((t for t, s in enumerate(new) if s.strip()), len(new)))
+    new = new[new_head:]
+    new_tail = min(tail, next((t for t, s in enumerate(reversed(new)) if s.strip()), len(new)))
+    return old[head:len(old) - tail], new[:len(new) - new_tail]
+

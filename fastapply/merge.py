@@ -21,12 +21,11 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from fastapply._merge_costs import WorkBudget
+from fastapply._merge_formats import diff_files, heading, refuse_ambiguous, underlined_in
 from fastapply._merge_lines import key_exact, key_loose
-from fastapply._merge_text import _find_runs
 from fastapply._merger import Uncertainty, _Merger
 from fastapply.edits import (
     BLOCK_FORM,
@@ -118,64 +117,6 @@ def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
     return []
 
 
-#: A heading's underline (Markdown's setext headings, reStructuredText's sections).
-_UNDERLINE = re.compile(r"^={3,}\s*$")
-
-
-def _underlined(orig: list[str]) -> bool:
-    """Does the original underline a heading with ``===`` (so that a ``=======`` line under
-    a text line in a replacement is one more heading, not a doubled separator)?
-
-    >>> _underlined(["Title", "=====", "", "text"]), _underlined(["a = 1", "", "====="])
-    (True, False)
-    """
-    return any(_UNDERLINE.match(s) and orig[k - 1].strip() and not _UNDERLINE.match(orig[k - 1])
-               for k, s in enumerate(orig) if k)
-
-
-def _refuse_ambiguous(plan: EditPlan, orig: list[str], budget: WorkBudget) -> None:
-    """Raise EditError for a SEARCH/REPLACE block with more than one ``=======`` line
-    whose text up to its second one is in the original (see Hunk.readings): where its
-    SEARCH text ends cannot be told.
-
-    >>> block = "<<<<<<< SEARCH\\nText.\\n=======\\nText.\\nNew\\n=======\\n>>>>>>> REPLACE\\n"
-    >>> _refuse_ambiguous(parse_edit(block), ["Text."], WorkBudget())
-    >>> _refuse_ambiguous(parse_edit(block), ["Text.", "=======", "Text.", "New"], WorkBudget())
-    Traceback (most recent call last):
-    ...
-    fastapply.edits.EditError: SEARCH block 1 (snippet line 1) has more than one '=======' ...
-    """
-    for hunk in plan.hunks:
-        for old, _ in hunk.readings:
-            budget.doing = hunk.label
-            text = [t for t, s in enumerate(old) if s.strip()]  # without blank edges
-            if text and _find_runs(old[text[0]:text[-1] + 1], orig, key_loose, None, budget):
-                raise EditError(f"{hunk.label} has more than one '=======' line and the text "
-                                f"up to its second one is in the file, so where its SEARCH "
-                                f"text ends cannot be told; send this edit as a unified diff, "
-                                f"or as a block whose SEARCH and REPLACE text have no "
-                                f"'=======' line")
-
-
-def _diff_files(plan: EditPlan, orig: list[str]) -> None:
-    """Raise EditError for a diff that creates a file (``--- /dev/null``) applied to an
-    original that has text (which file the user meant cannot be told), or that deletes
-    the file (``+++ /dev/null``) but not each of its lines."""
-    gone = [h for h in plan.hunks if h.file_change == "deleted"]
-    text = [s for s in orig if s.strip()]
-    if gone and (sum(len(h.old) for h in gone) < len(orig) or any(h.new for h in gone)
-                 or len(gone) < len(plan.hunks)) and text:
-        raise EditError(f"{gone[0].label}: the diff deletes the file ('+++ /dev/null'), but "
-                        f"its hunks do not remove each of its {len(orig)} lines; send the "
-                        f"diff of the whole file, or an empty file")
-    new = next((h for h in plan.hunks if h.file_change == "new"), None)
-    if new is not None and any(s.strip() for s in orig):
-        raise EditError(f"{new.label}: the diff creates a new file (its header is '--- "
-                        f"/dev/null' or '*** Add File'), but the original has {len(orig)} "
-                        f"lines; send the diff against this file, or an empty original to "
-                        f"create it")
-
-
 def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     """Raise EditError if a line the merge would write looks like a SEARCH/REPLACE or
     merge-conflict marker the original lacks: a malformed block read as code.
@@ -192,9 +133,9 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
             if k in hunk.escaped:
                 continue
             separator = hunk.kind == "search_replace" and SEPARATOR.match(s)
-            if separator and k and _heading(hunk.new[k - 1]):
+            if separator and k and heading(hunk.new[k - 1]):
                 if underlined is None:
-                    underlined = _underlined(orig)
+                    underlined = underlined_in(orig)
                 if underlined:
                     continue  # one more heading of the file's kind
             if not separator and not BLOCK_MARKER.match(s):
@@ -219,11 +160,6 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
                                 f"{BLOCK_FORM}")
 
 
-def _heading(line: str) -> bool:
-    """Can ``line`` be a heading's text (a line of text, not a marker or blank)?"""
-    return bool(line.strip()) and not BLOCK_MARKER.match(line) and not _UNDERLINE.match(line)
-
-
 def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> MergeResult:
     """Merge ``plan`` into ``original``: best-effort candidate plus unsure places.
 
@@ -239,8 +175,8 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     if not body:
         orig = []
     budget = budget or WorkBudget()
-    _diff_files(plan, orig)
-    _refuse_ambiguous(plan, orig, budget)
+    diff_files(plan, orig)
+    refuse_ambiguous(plan, orig, budget)
     _refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
