@@ -134,4 +134,3 @@ def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[s
     new = new[new_head:]
     new_tail = min(tail, next((t for t, s in enumerate(reversed(new)) if s.strip()), len(new)))
     return old[head:len(old) - tail], new[:len(new) - new_tail]
-
