@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fastapply import _merge_formats as formats
 from fastapply._merge_costs import WorkBudget
-from fastapply._merge_formats import diff_files, heading, refuse_ambiguous, underlined_in
 from fastapply._merge_lines import key_exact, key_loose
 from fastapply._merger import Uncertainty, _Merger
 from fastapply.edits import (
@@ -133,9 +133,9 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
             if k in hunk.escaped:
                 continue
             separator = hunk.kind == "search_replace" and SEPARATOR.match(s)
-            if separator and k and heading(hunk.new[k - 1]):
+            if separator and k and formats.heading(hunk.new[k - 1]):
                 if underlined is None:
-                    underlined = underlined_in(orig)
+                    underlined = formats.underlined_in(orig)
                 if underlined:
                     continue  # one more heading of the file's kind
             if not separator and not BLOCK_MARKER.match(s):
@@ -175,8 +175,8 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     if not body:
         orig = []
     budget = budget or WorkBudget()
-    diff_files(plan, orig)
-    refuse_ambiguous(plan, orig, budget)
+    formats.diff_files(plan, orig)
+    formats.refuse_ambiguous(plan, orig, budget)
     _refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
