@@ -18,6 +18,7 @@ class _Replacement:
     start: int  # first original line replaced (0-based)
     end: int  # one past the last
     lines: list[str]  # new lines (without line endings)
+    block: bool = False  # a SEARCH/REPLACE block's or diff hunk's (found by its text)
 
 
 def _indent(line: str) -> str:
@@ -101,6 +102,33 @@ def _context_from_original(old: Sequence[str], new: Sequence[str], region: Seque
     for a, b, size in sm.get_matching_blocks():
         out[b:b + size] = region[a:a + size]
     return out
+
+
+def _retab(old: Sequence[str], new: Sequence[str], region: Sequence[str]
+           ) -> tuple[list[str], list[str]] | None:
+    """``old`` and ``new`` with their indentation in the file's kind, when the block wrote
+    tabs as spaces (or spaces as tabs): one width (2, 4 or 8 columns a tab) turns every
+    non-blank line of ``old`` into its ``region`` line (trailing spaces aside); else None.
+    A Go file indents with tabs, a model's diff of it often with four spaces.
+
+    >>> _retab(["func f() {", "    x := 1", "}"], ["func f() {", "    x := 2", "}"],
+    ...        ["func f() {", "\\tx := 1", "}"])
+    (['func f() {', '\\tx := 1', '}'], ['func f() {', '\\tx := 2', '}'])
+    """
+    tabs = any(s.startswith("\t") for s in region)
+    for width in (4, 2, 8):
+        def convert(s: str, width: int = width) -> str:
+            body = s.lstrip(" \t")
+            lead = s[:len(s) - len(body)]
+            if tabs:  # spaces (and tabs) -> tabs
+                columns = sum(width if c == "\t" else 1 for c in lead)
+                return "\t" * (columns // width) + " " * (columns % width) + body
+            return lead.replace("\t", " " * width) + body
+
+        if all(convert(o).rstrip() == r.rstrip() for o, r in zip(old, region, strict=True)
+               if o.strip()):
+            return [convert(s) for s in old], [convert(s) for s in new]
+    return None
 
 
 def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:

@@ -20,6 +20,7 @@ from fastapply._merge_text import (
     _indent,
     _reindent,
     _Replacement,
+    _retab,
     _trim_blank_edges,
     kept_lines,
 )
@@ -83,6 +84,9 @@ class _Merger:
         # lazy segments between markers found unchanged in the original (judged for the
         # chosen reading only, like the removals)
         self.idle: list[Uncertainty] = []
+        # whether the merged file ends with a newline, where a diff says (None: as the
+        # original does)
+        self.final_newline: bool | None = None
 
     def trouble(self) -> tuple[int, int, int]:
         """How badly this reading fits (smaller is better): context runs outside the
@@ -142,7 +146,10 @@ class _Merger:
             return
         region = self.orig[start:start + len(old)]
         shift = None
-        if loose:
+        retabbed = _retab(old, new, region) if loose else None
+        if retabbed is not None:  # tabs written as spaces (or the other way): convert
+            old, new = retabbed
+        elif loose:
             anchor = next(t for t, s in enumerate(old) if s.strip())
             shift = (_indent(old[anchor]), _indent(region[anchor]))
             # The shift re-indents the added lines: is it the same for every context line
@@ -159,8 +166,22 @@ class _Merger:
                     f"by another amount than its first line; the replacement's indentation "
                     f"is a guess"))
         self.replacements.append(_Replacement(start, start + len(old),
-                                              _context_from_original(old, new, region, shift)))
+                                              _context_from_original(old, new, region, shift),
+                                              block=True))
         self.pos = start + len(old)
+        self._file_end(hunk, self.pos)
+
+    def _file_end(self, hunk: Hunk, end: int) -> None:
+        """Take a diff's word on the file's final newline (``\\ No newline at end of
+        file``) if its hunk ends where the file does; report it if not."""
+        if hunk.eof_newline is None:
+            return
+        if end >= self.eof:
+            self.final_newline = hunk.eof_newline
+        else:
+            self.unsure(end + 1, f"{hunk.label}: it says the file ends after its last line "
+                                 f"(No newline at end of file), but it was found ending at "
+                                 f"line {end}, before the end ({self.eof} lines)")
 
     def _insert(self, hunk: Hunk, new: list[str]) -> None:
         """A hunk that finds nothing (an empty SEARCH, a diff hunk without ``-`` or context
@@ -181,6 +202,7 @@ class _Merger:
             where = min(max(where, 0), self.eof)
         self.replacements.append(_Replacement(where, where, new))
         self.pos = max(self.pos, where)
+        self._file_end(hunk, where)
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
@@ -392,11 +414,19 @@ class _Merger:
         (-1: a new line) for the line endings of a file that mixes them."""
         out: list[str] = []
         cursor = 0
+        last: _Replacement | None = None
         for r in sorted(self.replacements, key=lambda r: (r.start, r.end)):
-            if r.start < cursor:
+            shared = self.orig[r.start:cursor]  # lines the previous edit replaced too
+            if shared and last is not None and last.block and r.block and r.end >= cursor \
+                    and last.lines[-len(shared):] == shared == r.lines[:len(shared)]:
+                # Two hunks that share context lines (both keep them): as git apply and
+                # patch read them, one after the other.
+                r = _Replacement(cursor, r.end, r.lines[len(shared):], block=True)
+            elif r.start < cursor:
                 self.unsure(r.start + 1, f"two edits overlap at original line {r.start + 1}; "
                                          f"the second was applied after the first")
                 r = _Replacement(cursor, max(cursor, r.end), r.lines)
+            last = r
             out.extend(self.orig[cursor:r.start])
             out.extend(r.lines)
             if sources is not None:
@@ -407,3 +437,4 @@ class _Merger:
         if sources is not None:
             sources.extend(range(cursor, len(self.orig)))
         return out
+

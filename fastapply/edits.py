@@ -15,7 +15,12 @@ Three notations, alone or mixed in one snippet:
   ``:start_line:N`` / ``-------`` head or ``SEARCH (N)`` (where to look), lines copied
   with their numbers (``12 | code``) and marker lines escaped as ``\\=======``;
 * **unified diffs**, with or without line numbers in the ``@@`` headers (whose counts are
-  not trusted: a hunk is every following line with a diff prefix), or without headers.
+  not trusted: a hunk is every following line with a diff prefix), or without headers;
+  git's and diff's file headers (``--- /dev/null``: a new file, ``+++ /dev/null``: a
+  deleted one), ``\\ No newline at end of file``, Aider's code fence around a diff and
+  OpenAI's patch format (``*** Begin Patch``, ``*** Update File: path``, ``@@``) are
+  read. A diff of several files, of a binary file, or a context diff (``diff -c``) is
+  refused: which file it edits, or what it says, cannot be told.
 
 Lines that look like block or merge-conflict markers but were not read as one (a
 malformed block) are refused by the merge unless the original file holds them.
@@ -88,6 +93,14 @@ _GIT_DIFF = re.compile(r"^diff (?:--git|-\S+) \S")
 _GIT_META = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|(?:old|new|deleted file|new file) mode "
                        r"\d+|(?:dis)?similarity index \d+%|(?:rename|copy) (?:from|to) \S|"
                        r"Binary files )")
+_NULL = "/dev/null"
+#: OpenAI's patch format (``apply_patch``): a file's header, and the lines around it.
+_PATCH_FILE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (\S.*)$")
+_PATCH_FRAME = re.compile(r"^\*\*\* (?:Begin Patch|End Patch|End of File)\s*$")
+#: A binary file's diff, as git writes it (``--binary``) or says it differs.
+_BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)\s*$")
+#: A context diff's (``diff -c``) hunk ranges, which this parser does not read.
+_CONTEXT_DIFF = re.compile(r"^(?:\*\*\* \d+(?:,\d+)? \*\*\*\*|--- \d+(?:,\d+)? ----)\s*$")
 
 
 def is_marker(line: str) -> bool:
@@ -130,6 +143,18 @@ class Hunk:
     #: The old-file line number from a diff's ``@@`` header or a SEARCH block's
     #: ``:start_line:`` (1-based), if any: where to look first.
     old_start: int | None = None
+    #: Diff: whether the new file ends with a newline, as its ``\ No newline at end of
+    #: file`` lines say (None: they say nothing); it holds if the hunk ends the file.
+    eof_newline: bool | None = None
+    #: Diff: "new" under a ``--- /dev/null`` header (the file is created), "deleted"
+    #: under ``+++ /dev/null``, else "".
+    file_change: str = ""
+    #: SEARCH/REPLACE: another way to split the block, (old, new), when it has more than
+    #: one ``=======`` line (one may be a Markdown heading's underline or a merge
+    #: conflict in the text): at its second one. Its SEARCH text starts with the first
+    #: reading's, so if it is found in the file, so is that: the merge refuses the block
+    #: as ambiguous. (Readings at later ``=======`` lines start with it in turn.)
+    readings: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     @property
     def label(self) -> str:
@@ -151,7 +176,9 @@ class EditPlan:
 
 
 def _split_lines(text: str) -> list[str]:
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    """Lines as the merge splits the original: at LF and CRLF (a lone CR is text in a
+    line, as it is in the file)."""
+    return text.replace("\r\n", "\n").split("\n")
 
 
 def parse_edit(snippet: str) -> EditPlan:
@@ -159,6 +186,10 @@ def parse_edit(snippet: str) -> EditPlan:
     lines = _split_lines(snippet)
     if lines and lines[-1] == "":
         lines.pop()
+    ranges = [s for s in lines if s[:4] in ("*** ", "--- ") and _CONTEXT_DIFF.match(s)]
+    if any(s[0] == "*" for s in ranges) and any(s[0] == "-" for s in ranges):
+        raise EditError(f"the snippet is a context diff ({ranges[0].strip()!r}: diff -c), "
+                        f"which is not read; send a unified diff (diff -u, git diff)")
     hunks: list[Hunk] = []
     counts = {"lazy": 0, "search_replace": 0, "udiff": 0}
     lazy: list[str] = []
@@ -177,7 +208,11 @@ def parse_edit(snippet: str) -> EditPlan:
                 marker_after=marker_after)
         lazy = []
 
-    after_block = False  # only blank lines since the last SEARCH/REPLACE block
+    after_block = False  # only blank lines since the last SEARCH/REPLACE block (or diff)
+    files: list[str] = []  # the files that a diff's file headers name
+    change = ""  # the current diff file's Hunk.file_change
+    fenced = False  # in a diff that a code fence opened
+    in_diff = False  # only diff hunks, markers and blank lines since a diff header
     while i < len(lines):
         line = lines[i]
         if _SR_START.match(line):
@@ -185,24 +220,41 @@ def parse_edit(snippet: str) -> EditPlan:
             flush_lazy(marker_after=True)
             i = _parse_block(lines, i, counts["search_replace"] + 1, add)
             marker_before = after_block = True
+            in_diff = False
+            continue
+        if _PATCH_FRAME.match(line):  # OpenAI's patch: its first and last lines
+            i += 1
             continue
         if after_block and _FENCE.match(line):  # the fence that closes a block
             i += 1
+            after_block = fenced = False
             continue
         after_block = after_block and not line.strip()
         header = _UDIFF_HUNK.match(line)
         if header or _file_header(lines, i) or (i == 0 and _bare_diff(lines)):
+            fenced = _drop_fence(lazy) or fenced  # Aider's ```diff fence
+            in_diff = True
             flush_lazy(marker_after=True)
             if not header:  # file headers, or a diff body without any header
                 if _file_header(lines, i):
-                    i = _skip_file_header(lines, i)
+                    end = _skip_file_header(lines, i)
+                    change = _diff_file(lines[i:end], lines[end:end + 1], files)
+                    i = end
                 if i < len(lines) and not _UDIFF_HUNK.match(lines[i]) and \
                         not _ends_hunk(lines, i):
-                    i = _parse_udiff_hunk(lines, i - 1, None, add)
+                    i = _parse_udiff_hunk(lines, i - 1, None, add, change)
                     marker_before = True
+                after_block = fenced
                 continue
-            i = _parse_udiff_hunk(lines, i, header, add)
+            i = _parse_udiff_hunk(lines, i, header, add, change)
             marker_before = True
+            after_block = fenced
+            continue
+        if is_marker(line) and in_diff and _diff_follows(lines, i + 1):
+            # A marker inside a diff hunk (the lines between elided): the hunk goes on
+            # after it, headerless; read as lazy lines, its +/- signs would be written.
+            lazy = []
+            i = _parse_udiff_hunk(lines, i, None, add, change)
             continue
         if is_marker(line):
             flush_lazy(marker_after=True)
@@ -213,8 +265,14 @@ def parse_edit(snippet: str) -> EditPlan:
         if not lazy:
             lazy_start = i
         lazy.append(line)
+        in_diff = in_diff and not line.strip()
         i += 1
     flush_lazy(marker_after=False)
+    _one_file(files)
+    if not hunks and files:
+        raise EditError(f"the diff of {files[0]} has file headers but no hunk: it changes "
+                        f"no line (a rename, a mode change or a deletion?); nothing to "
+                        f"merge: send the @@ hunks of the lines that change")
     if not hunks:
         raise EditError("the snippet holds no edit (only markers or blank lines); send the "
                         "changed code with some context")
@@ -237,6 +295,78 @@ def _drop_block_heading(lazy: list[str]) -> None:
     if lazy and _FILE_NAME.match(lazy[-1]) and not is_marker(lazy[-1]):
         lazy.pop()
         strip()
+
+
+def _drop_fence(lazy: list[str]) -> bool:
+    """Remove the code fence that opens a diff (and the path before it, as Aider writes
+    them) from the end of ``lazy``; was there one?
+
+    >>> lazy = ["x = 1", "app.py", "```diff"]
+    >>> _drop_fence(lazy), lazy
+    (True, ['x = 1'])
+    """
+    last = next((s for s in reversed(lazy) if s.strip()), "")
+    if not _FENCE.match(last):
+        return False
+    _drop_block_heading(lazy)
+    return True
+
+
+def _diff_file(head: list[str], after: list[str], files: list[str]) -> str:
+    """Record in ``files`` the file that a diff's file header ``head`` names; return
+    its Hunk.file_change ("new", "deleted" or ""). A binary file's diff (said in the
+    header or the line ``after`` it) is refused (EditError).
+
+    >>> files = []
+    >>> _diff_file(["--- /dev/null", "+++ b/src/new.py"], ["@@ -0,0 +1 @@"], files), files
+    ('new', ['src/new.py'])
+    """
+    binary = next((s for s in head + after if _BINARY.match(s)), None)
+    if binary is not None:
+        raise EditError(f"the diff changes a binary file ({binary.strip()!r}); fastapply "
+                        f"edits text files: send the new file itself")
+    old = new = None
+    for s in head:
+        parts = s.split()
+        patch = _PATCH_FILE.match(s)
+        if patch:
+            path = patch.group(2).strip()
+            old = _NULL if patch.group(1) == "Add" else path
+            new = _NULL if patch.group(1) == "Delete" else path
+        elif _GIT_DIFF.match(s) and len(parts) == 4:
+            old, new = parts[2], parts[3]
+        elif s.startswith(("--- ", "+++ ")):
+            path = s[4:].split("\t")[0].strip()  # a tab starts the timestamp
+            if s[0] == "-":
+                old = path
+            else:
+                new = path
+    old = old[2:] if old and old.startswith("a/") else old
+    new = new[2:] if new and new.startswith("b/") else new
+    name = new if new not in (None, _NULL) else old
+    if name and name != _NULL:
+        files.append(name)
+    return "new" if old == _NULL else "deleted" if new == _NULL else ""
+
+
+def _one_file(files: list[str]) -> None:
+    """Raise EditError if a diff's file headers name more than one file (one may be
+    written with its folders and once without).
+
+    >>> _one_file(["src/app.py", "app.py", "src/app.py"])
+    >>> _one_file(["app.py", "util.py"])
+    Traceback (most recent call last):
+    ...
+    fastapply.edits.EditError: the diff edits 2 files (app.py, util.py); a request edits ...
+    """
+    names: list[str] = []
+    for f in files:
+        if not any(f == g or f.endswith("/" + g) or g.endswith("/" + f) for g in names):
+            names.append(f)
+    if len(names) > 1:
+        raise EditError(f"the diff edits {len(names)} files ({', '.join(names)}); a request "
+                        f"edits one file, and which of them is this one cannot be told: "
+                        f"send each file's part of the diff with that file")
 
 
 def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
@@ -282,32 +412,42 @@ def _parse_block(lines: list[str], start: int, number: int,
         raise EditError(f"{label} has {len(seps)} lines that could be its separator (lines "
                         f"{where}); separate the SEARCH and REPLACE text by one line "
                         f"'======='")
-    sep = (sevens or seps)[0]
     numbered = _SR_START.match(lines[start])
-    old, old_start = lines[start + 1:sep], None
-    if numbered and numbered.group(1):
-        old_start = int(numbered.group(1)) or None
+    given = int(numbered.group(1)) or None if numbered and numbered.group(1) else None
+    # A second candidate is the only other reading needed (see Hunk.readings); more
+    # would cost a copy of the block each.
+    splits = [_split_block(lines[start + 1:sep], lines[sep + 1:end], given)
+              for sep in (sevens or seps)[:2]]
+    old, new, old_start, escaped = splits[0]
+    add("search_replace", old, new, start + 1, old_start=old_start, escaped=escaped,
+        readings=tuple((tuple(o), tuple(n)) for o, n, _, _ in splits[1:]))
+    return end + 1
+
+
+def _split_block(old: list[str], new: list[str], old_start: int | None
+                 ) -> tuple[list[str], list[str], int | None, frozenset[int]]:
+    """A block's SEARCH and REPLACE text as written -> (old, new, old_start, escaped):
+    Roo-Code's line hint and listing numbers read and removed, escaped marker lines
+    unescaped (``escaped``: their places in new)."""
     hint = _START_LINE.match(old[0]) if old else None
     if hint:  # Roo-Code's ":start_line:N" and "-------" lines: where to look first
         old_start = int(hint.group(1)) or None
         old = old[1:]
         while old and _HINT_END.match(old[0]):
             old = old[1:]
-    new = lines[sep + 1:end]
     numbers = _listing_numbers(old, new)
     if numbers:
         old_start = old_start or numbers[0]
         old, new = [_NUMBERED.sub("", s) for s in old], [_NUMBERED.sub("", s) for s in new]
     escaped = frozenset(k for k, s in enumerate(new) if _ESCAPED.match(s))
-    add("search_replace", [_ESCAPED.sub("", s) for s in old],
-        [_ESCAPED.sub("", s) for s in new], start + 1, old_start=old_start,
-        escaped=escaped)
-    return end + 1
+    return ([_ESCAPED.sub("", s) for s in old], [_ESCAPED.sub("", s) for s in new],
+            old_start, escaped)
 
 
 def _file_header(lines: list[str], i: int) -> bool:
-    """Do ``lines[i:]`` start with a diff's file header (``diff --git``, ``---``/``+++``)?"""
-    return bool(_GIT_DIFF.match(lines[i])) or (
+    """Do ``lines[i:]`` start with a diff's file header (``diff --git``, ``---``/``+++``,
+    OpenAI's ``*** Update File: path``)?"""
+    return bool(_GIT_DIFF.match(lines[i]) or _PATCH_FILE.match(lines[i])) or (
         lines[i].startswith("--- ") and _UDIFF_FILE.match(lines[i]) is not None
         and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
         and _UDIFF_FILE.match(lines[i + 1]) is not None)
@@ -315,6 +455,8 @@ def _file_header(lines: list[str], i: int) -> bool:
 
 def _skip_file_header(lines: list[str], i: int) -> int:
     """Index after the file header at ``lines[i]`` (git's extended lines included)."""
+    if _PATCH_FILE.match(lines[i]):
+        return i + 1 + (i + 1 < len(lines) and lines[i + 1].startswith("*** Move to: "))
     if _GIT_DIFF.match(lines[i]):
         i += 1
         while i < len(lines) and _GIT_META.match(lines[i]):
@@ -349,14 +491,32 @@ def _ends_hunk(lines: list[str], i: int) -> bool:
         or (line[:1] != " " and is_marker(line)))
 
 
+def _diff_follows(lines: list[str], i: int) -> bool:
+    """Is ``lines[i:]`` (after a marker in a diff) the rest of a diff hunk: lines with
+    diff prefixes, at least one not blank, up to the end, a marker or a header? (Code
+    written without prefixes, as in a lazy snippet, stops the run elsewhere.)
+
+    >>> _diff_follows(["+b", " c", "# ..."], 0), _diff_follows(["    return x", "y"], 0)
+    (True, False)
+    """
+    end = i
+    while end < len(lines) and not _ends_hunk(lines, end):
+        end += 1
+    return any(s.strip() for s in lines[i:end]) and (
+        end == len(lines) or _file_header(lines, end) or is_marker(lines[end])
+        or bool(_UDIFF_HUNK.match(lines[end]) or _FENCE.match(lines[end])))
+
+
 def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,
-                      add: Callable[..., None]) -> int:
+                      add: Callable[..., None], change: str = "") -> int:
     """Parse the hunk whose ``@@`` header is ``lines[i]`` (body at ``lines[i + 1]``); return
     the index after it.
 
     The header's line counts are not trusted (LLMs get them wrong, or leave them out):
     like ``git apply --recount``, the hunk is every following line with a diff prefix.
     Empty lines at its end separate it from what follows; they are not context.
+    A ``\\ No newline at end of file`` line says that the line before it ends its side
+    of the file without a newline (a context line: both sides).
     """
     start = i
     end = i + 1
@@ -366,15 +526,23 @@ def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,
         end -= 1
     old: list[str] = []
     new: list[str] = []
+    tag = ""
+    old_open = new_open = False  # a side said to end without a newline
     for line in lines[i + 1:end]:
+        if line.startswith("\\"):
+            old_open = old_open or tag in (" ", "-")
+            new_open = new_open or tag in (" ", "+")
+            continue
         tag, body = (line[:1], line[1:]) if line else (" ", "")
         if tag in " -":
             old.append(body)
         if tag in " +":
             new.append(body)
     old_start = int(header.group(1)) if header and header.group(1) else None
+    eof_newline = False if new_open else True if old_open else None
     if old or new:
-        add("udiff", old, new, start + 1, old_start=old_start)
+        add("udiff", old, new, start + 1, old_start=old_start, eof_newline=eof_newline,
+            file_change=change)
     return end
 
 

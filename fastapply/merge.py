@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fastapply import _merge_formats as formats
 from fastapply._merge_costs import WorkBudget
 from fastapply._merge_indent import tabs_for_spaces
 from fastapply._merge_lines import key_exact, key_loose
@@ -80,27 +81,41 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
 
 
 def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
-    """Lazy lines that are removed lines of a diff without its header: ``-`` followed by
-    an original line (and not an original line itself). Merged as code, the ``-`` and
-    ``+`` lines would both be written into the file.
+    """Lazy lines that are lines of a diff outside its hunks: ``-`` followed by an
+    original line (a diff without its header), or, in a snippet that has diff hunks,
+    any line starting with ``+`` or ``-`` (a line without its prefix ended the hunk
+    before it). Merged as code, the signs would be written into the file. Lines the
+    original has as they stand are code.
 
     >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
     [2]
+    >>> plan = parse_edit("@@ -1 +1 @@\\n-a\\n+A\\nb\\n+c\\n")  # 'b' ended the hunk
+    >>> [u.message[:34] for u in _diff_lines_in_lazy(plan, ["a", "b"])]
+    ['lazy segment 1 (snippet line 4): i']
     """
     lines: set[str] | None = None  # the original's lines (built if needed)
+    diff = any(hunk.kind == "udiff" for hunk in plan.hunks)
     for hunk in plan.hunks:
         for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
-            if not s.startswith("-"):
+            if not s.startswith("-") and not (diff and s.startswith("+")):
                 continue
             if lines is None:
                 lines = {key_exact(o) for o in orig}
-            if key_exact(s[1:]) in lines and key_exact(s) not in lines:
+            if key_exact(s) in lines:
+                continue
+            if key_exact(s[1:]) in lines and s.startswith("-"):
                 line = next(j for j, o in enumerate(orig) if key_exact(o) == key_exact(s[1:])) + 1
                 return [Uncertainty(line, (
                     f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
                     f"before it; the snippet looks like a unified diff without its @@ "
                     f"header: send the diff with a header (@@ ... @@) or the code without "
                     f"-/+ signs"))]
+            if diff:
+                return [Uncertainty(0, (
+                    f"{hunk.label}: its line {i + 1} starts with {s[0]!r} like a diff line, "
+                    f"but it is outside the diff's hunks (a line without a diff prefix "
+                    f"ended the hunk before it); give every line of a hunk its prefix "
+                    f"(' ', '-' or '+')"))]
     return []
 
 
@@ -114,11 +129,17 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
     """
     present: set[str] | None = None  # the original's lines, stripped (built if needed)
+    underlined: bool | None = None  # the original underlines headings with ===
     for hunk in plan.hunks:
         for k, s in enumerate(hunk.new):
             if k in hunk.escaped:
                 continue
             separator = hunk.kind == "search_replace" and SEPARATOR.match(s)
+            if separator and k and formats.heading(hunk.new[k - 1]):
+                if underlined is None:
+                    underlined = formats.underlined_in(orig)
+                if underlined:
+                    continue  # one more heading of the file's kind
             if not separator and not BLOCK_MARKER.match(s):
                 continue
             if present is None:
@@ -155,6 +176,9 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
         orig.pop()
     if not body:
         orig = []
+    budget = budget or WorkBudget()
+    formats.diff_files(plan, orig)
+    formats.refuse_ambiguous(plan, orig, budget)
     _refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
@@ -196,6 +220,8 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
         other = _reading(plan, orig, m.context, len(orig) - phantom, m, m.flips | {tie})
         if other.trouble() < m.trouble():
             m = other
+    if m.final_newline is not None:  # a diff said "No newline at end of file"
+        final_newline = m.final_newline
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
     m.uncertain.extend(_diff_lines_in_lazy(plan, orig))

@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
+    "fastapply._merge_formats",
     "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
     "fastapply.bench.merge_shapes", "fastapply._merge_lazy", "fastapply._merge_costs",
     "fastapply._merge_lines", "fastapply._merge_locate", "fastapply._merge_align",
