@@ -224,6 +224,43 @@ def draft_texts(original: str, snippet: str) -> list[str]:
     return texts
 
 
+#: Characters per piece when a long input is counted piece by piece (see count_past).
+PIECE_CHARS = 65_536
+
+
+def count_past(tokenizer: Any, texts: Iterable[str], limit: int) -> int | None:
+    """A token count of ``texts`` that clearly exceeds ``limit``, or None.
+
+    Long texts are tokenized in pieces that end at a newline, stopping as soon as the
+    count passes ``limit`` by more than 4 tokens a piece (what a cut between pieces can
+    add), so refusing a 4 MB file for an 8k context tokenizes about 8k tokens of it,
+    not all of it (4.6 s on the dev machine). Texts whose UTF-8 bytes cannot reach
+    ``limit`` (a token holds at least one byte) are not counted at all.
+
+    >>> class Chars:  # a tokenizer of one token per character
+    ...     def encode(self, text, add_special_tokens=False): return list(text)
+    >>> count_past(Chars(), ["ab\\n" * 40_000], 1_000) > 1_000
+    True
+    >>> count_past(Chars(), ["ab\\n"], 1_000) is None
+    True
+    """
+    texts = tuple(texts)
+    if sum(len(t) for t in texts) * 4 <= limit:  # at most 4 UTF-8 bytes a character
+        return None
+    total = pieces = 0
+    for text in texts:
+        start = 0
+        while start < len(text):
+            end = text.find("\n", start + PIECE_CHARS)
+            end = len(text) if end < 0 else end + 1
+            total += len(encode(tokenizer, text[start:end]))
+            pieces += 1
+            start = end
+            if total > limit + 4 * pieces:
+                return total
+    return None
+
+
 def build_request(tokenizer: Any, fmt: PromptFormat, original: str, snippet: str,
                   instruction: str | None = None, *, stop_ids: Collection[int],
                   max_new_tokens: int, max_draft_len: int,
@@ -233,9 +270,18 @@ def build_request(tokenizer: Any, fmt: PromptFormat, original: str, snippet: str
 
     With ``context_limit``, a prompt that does not fit raises ContextLimitError before
     the sources are merged and tokenized (twice the prompt's work: a 3.9 MB file took
-    16 s to refuse, 5 s of it for the prompt)."""
-    from fastapply.speculate import GenerationRequest, check_context
+    16 s to refuse, 5 s of it for the prompt); one clearly over it is refused after
+    counting only as much of it as the limit (:func:`count_past`)."""
+    from fastapply.speculate import ContextLimitError, GenerationRequest, check_context
 
+    if context_limit is not None:
+        over = count_past(tokenizer, (original, snippet, instruction or ""), context_limit)
+        if over is not None:
+            raise ContextLimitError(
+                f"the prompt is more than {over} tokens (counted until it passed the "
+                f"limit) but the context limit is {context_limit} tokens (and the merged "
+                f"file needs room too); send a smaller file or serve a model with a longer "
+                f"context")
     prompt_ids = build_prompt_ids(tokenizer, fmt, original, snippet, instruction)
     if context_limit is not None:
         check_context(len(prompt_ids), context_limit)

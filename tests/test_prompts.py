@@ -62,3 +62,35 @@ def test_tiny_model_is_a_normal_hf_directory():
     assert cfg.model_type == "qwen2"
     assert (path / "tokenizer.json").is_file() and (path / "model.safetensors").is_file()
     assert ensure_tiny_model() == path  # cached, not rebuilt
+
+
+class _Counting:
+    """The real tokenizer, counting the characters it is asked to encode."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.chars = tokenizer, 0
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+    def encode(self, text, **kwargs):
+        self.chars += len(text)
+        return self.tokenizer.encode(text, **kwargs)
+
+
+def test_a_file_far_over_the_context_is_refused_after_counting_a_little_of_it(tokenizer):
+    # A 2.4 MB file for an 8k context was tokenized whole (4.6 s at 4 MB) only to be
+    # refused; now counting stops once it has clearly passed the limit.
+    from fastapply.prompts import build_request
+    from fastapply.speculate import ContextLimitError
+
+    code = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(60_000))
+    counting = _Counting(tokenizer)
+    with pytest.raises(ContextLimitError, match=r"more than \d+ tokens .* limit is 8192"):
+        build_request(counting, KORTIX, code, "# ...\ndef f5(x):\n    return 0\n# ...\n",
+                      stop_ids={0}, max_new_tokens=16, max_draft_len=8, context_limit=8192)
+    assert counting.chars < len(code) // 10
+    # a prompt that fits is counted exactly, as before
+    request = build_request(tokenizer, KORTIX, code[:2000], "# ...\n", stop_ids={0},
+                            max_new_tokens=16, max_draft_len=8, context_limit=8192)
+    assert request.prompt_ids == build_prompt_ids(tokenizer, KORTIX, code[:2000], "# ...\n")
