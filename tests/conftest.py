@@ -6,8 +6,10 @@ needing one is skipped (with the reason) where no tritonserver binary is install
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,18 @@ CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
 
 #: Input size limit of the test servers, small so that "too large" is cheap to send.
 TEST_MAX_INPUT_BYTES = 200_000
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
+    """``proc``, killed and waited for on the way out if it still runs: a test that
+    fails midway never leaves the process it started behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import reaped
 
 from fastapply.cli import main
 
@@ -269,15 +270,11 @@ def test_ctrl_c_during_a_request_exits_130_and_writes_nothing(
             [sys.executable, "-m", "fastapply", "apply", str(source), str(snippet),
              "--in-place", "--url", f"127.0.0.1:{port}"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with reaped(proc):
             conn, _ = sink.accept()  # the client is in its request now
             with conn:
                 proc.send_signal(signal.SIGINT)
                 _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted" in err and f"{source} is unchanged" in err
     assert "Traceback" not in err

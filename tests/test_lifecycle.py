@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import reaped
 
 from fastapply.lifecycle import Backlog, drain_deadline, read_dropped, request_drain, write_dropped
 from fastapply.metrics import PROMETHEUS_QUEUE
@@ -214,7 +215,7 @@ def sigterm_during_burst(repo: Path, grace_period_s: float, n: int,
     serve once the model holds all of them; (outcomes, serve's exit status, its stderr,
     the server log)."""
     proc, grpc_url, metrics_url, log, http_url = serve(repo, grace_period_s)
-    try:
+    with reaped(proc):
         burst = Burst(grpc_url, n, max_tokens, http_url if http else None)
         wait_for(lambda: metric(metrics_url, QUEUED) + metric(metrics_url, IN_FLIGHT) == n,
                  f"holding all {n} requests")
@@ -222,10 +223,6 @@ def sigterm_during_burst(repo: Path, grace_period_s: float, n: int,
         outcomes = burst.join()
         _, stderr = proc.communicate(timeout=grace_period_s + 60)
         return outcomes, proc.returncode, stderr, log.read_text(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def crash_lines(log: str) -> list[str]:
@@ -297,7 +294,7 @@ def test_a_request_sent_during_the_drain_is_refused_unavailable(
                          max_tokens=4000)
 
     slow = threading.Thread(target=slow_request)
-    try:
+    with reaped(proc):
         slow.start()
         wait_for(lambda: metric(metrics_url, IN_FLIGHT) == 1, "holding the slow request")
         proc.send_signal(signal.SIGTERM)
@@ -321,10 +318,6 @@ def test_a_request_sent_during_the_drain_is_refused_unavailable(
             conn.close()
         slow.join(timeout=120)
         _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "takes no new requests" in answers[-1]
     assert statuses == [(503, True), (503, True)]
     assert proc.returncode == 0, stderr  # refusing new work drops nothing

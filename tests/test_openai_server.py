@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import reaped
 from test_serving import MERGED, ORIGINAL, SNIPPET, mergeable
 
 from fastapply.openai_server import OpenAIFront
@@ -384,7 +385,7 @@ def test_serve_starts_the_front_and_stops_it(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(serve_command("--openai-port", str(port)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(proc):
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(6)]
         assert any(f"OpenAI   http://127.0.0.1:{port}/v1" in line for line in lines), lines
@@ -396,7 +397,3 @@ def test_serve_starts_the_front_and_stops_it(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 0
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()

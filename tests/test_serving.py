@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_MAX_INPUT_BYTES, TINY_COMPLETE, TINY_CONTEXT_LIMIT_TOKENS
+from conftest import TEST_MAX_INPUT_BYTES, TINY_COMPLETE, TINY_CONTEXT_LIMIT_TOKENS, reaped
 
 from fastapply.metrics import PROMETHEUS_COUNTERS, PROMETHEUS_LATENCY, PROMETHEUS_REQUESTS
 from fastapply.model_repo import RenderError, fill, render_repository
@@ -305,7 +305,7 @@ def test_serve_prints_addresses_and_stops_on_sigterm(guard: str) -> None:
     # --http-guard off: tritonserver's own HTTP on the port, with its 500 for client errors
     proc = subprocess.Popen(serve_command("--http-guard", guard), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(proc):
         assert proc.stdout is not None
         lines = [proc.stdout.readline()]
         while "Ctrl-C stops it" not in lines[-1]:
@@ -329,10 +329,6 @@ def test_serve_prints_addresses_and_stops_on_sigterm(guard: str) -> None:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         assert "every request in flight was answered" in out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
@@ -355,7 +351,7 @@ def test_a_signal_while_the_model_loads_stops_serve_at_once() -> None:
     # at a Ctrl-C or SIGTERM, then printed its addresses and only then stopped.
     cmd = serve_command("--runtime", "deterministic")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(proc):
         grpc_port = cmd[cmd.index("--grpc-port") + 1]
         # tritonserver is started (serve's handlers are set) and loads the model (~2 s)
         deadline = time.monotonic() + 60
@@ -365,10 +361,6 @@ def test_a_signal_while_the_model_loads_stops_serve_at_once() -> None:
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "Ctrl-C stops it" not in out, out
     assert "stopped before the model was ready" in err
     assert proc.returncode == 0
