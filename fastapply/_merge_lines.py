@@ -111,18 +111,19 @@ class WordIndex:
     """
 
     def __init__(self, table: dict[str, list[int]]) -> None:
-        self._keys = list(table)
-        self._text = "\n".join(self._keys)
+        self._table = table
+        self._keys: list[str] = []  # the distinct lines, and joined (made by a first scan)
+        self._text = ""
         self._starts: list[int] | None = None
         self._found: dict[str, list[str]] = {}
         self._full: dict[str, list[str]] | None = None
         # what the scans have cost so far (a small text's index is built at once)
-        self.passes = 0.0 if len(self._text) >= SCAN_CHARS else INDEX_PASSES
+        size = sum(map(len, table)) + len(table)
+        self.passes = 0.0 if size >= SCAN_CHARS else INDEX_PASSES
 
     def get(self, word: str, default: Sequence[str] = ()) -> Sequence[str]:
         if self._full is None and word not in self._found and self.passes >= INDEX_PASSES:
-            self._full = _grouped((w, okey) for okey in self._keys
-                                  for w in set(_WORD.findall(okey)))
+            self._full = word_index(self._table)
         if self._full is not None:
             return self._full.get(word, default)
         lines = self._found.get(word)
@@ -132,6 +133,9 @@ class WordIndex:
 
     def _scan(self, word: str) -> list[str]:
         """The distinct lines holding ``word`` as one of their tokens, in order."""
+        if not self._keys:
+            self._keys = list(self._table)
+            self._text = "\n".join(self._keys)
         text = self._text
         copies = text.count(word)
         self.passes += COUNT_PASS
