@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fastapply._merge_text import as_tabs
 from fastapply.edits import EditPlan
 
 #: Indented lines a file needs before its tab style is trusted.
@@ -70,10 +71,6 @@ def tabs_for_spaces(plan: EditPlan, original: str) -> EditPlan:
         return plan
     width = widths.pop()
 
-    def retab(line: str) -> str:
-        n = _spaces(line)
-        return "\t" * (n // width) + " " * (n % width) + line[n:] if line.strip() else line
-
     return replace(plan, hunks=tuple(
-        replace(h, new=tuple(retab(s) for s in h.new)) if h.kind == "lazy" else h
-        for h in plan.hunks))
+        replace(h, new=tuple(as_tabs(s, width) if s.strip() else s for s in h.new))
+        if h.kind == "lazy" else h for h in plan.hunks))

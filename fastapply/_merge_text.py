@@ -104,6 +104,18 @@ def _context_from_original(old: Sequence[str], new: Sequence[str], region: Seque
     return out
 
 
+def as_tabs(line: str, width: int) -> str:
+    """``line`` with its indentation written as tabs of ``width`` columns (the columns
+    beyond whole tabs stay spaces, as alignment).
+
+    >>> as_tabs("      x = 1", 4), as_tabs("\\t  y", 2)
+    ('\\t  x = 1', '\\t\\ty')
+    """
+    body = line.lstrip(" \t")
+    columns = sum(width if c == "\t" else 1 for c in line[:len(line) - len(body)])
+    return "\t" * (columns // width) + " " * (columns % width) + body
+
+
 def _retab(old: Sequence[str], new: Sequence[str], region: Sequence[str]
            ) -> tuple[list[str], list[str]] | None:
     """``old`` and ``new`` with their indentation in the file's kind, when the block wrote
@@ -118,12 +130,10 @@ def _retab(old: Sequence[str], new: Sequence[str], region: Sequence[str]
     tabs = any(s.startswith("\t") for s in region)
     for width in (4, 2, 8):
         def convert(s: str, width: int = width) -> str:
-            body = s.lstrip(" \t")
-            lead = s[:len(s) - len(body)]
             if tabs:  # spaces (and tabs) -> tabs
-                columns = sum(width if c == "\t" else 1 for c in lead)
-                return "\t" * (columns // width) + " " * (columns % width) + body
-            return lead.replace("\t", " " * width) + body
+                return as_tabs(s, width)
+            body = s.lstrip(" \t")
+            return s[:len(s) - len(body)].replace("\t", " " * width) + body
 
         if all(convert(o).rstrip() == r.rstrip() for o, r in zip(old, region, strict=True)
                if o.strip()):
