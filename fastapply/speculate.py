@@ -160,6 +160,9 @@ def generate(
             stats.rejected_draft_tokens += len(draft) - accepted
             per_pass.append(len(new))
     finally:
+        probs = getattr(session, "emitted_probs", None)  # runtimes that report them
+        if probs:
+            stats.min_token_prob = min(probs[: len(out)])
         session.close()
     return finish(stats, out, per_pass)
 

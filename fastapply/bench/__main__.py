@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "drafting": "drafter tokens/step against an oracle target, and per-step overhead",
     "merge": "exact-match rate of the deterministic merge per snippet format",
     "runtime": "greedy vs prompt lookup vs speculative edits on a real model (lossless check)",
+    "quality": "model vs deterministic merge vs serving policies: served exact, wrong served",
     "serve": "Triton/gRPC overhead against in-process merges",
     "openai_front": "what the OpenAI/Morph/Relace HTTP front adds over direct gRPC",
     "http_guard": "what the HTTP guard adds per generate request over Triton's own port",

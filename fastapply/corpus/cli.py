@@ -38,6 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--valid", type=Path, required=True, help="JSONL for the validation set")
     s.add_argument("--valid-fraction", type=float, default=0.4)
     s.add_argument("--seed", type=int, default=0)
+    t = sub.add_parser("sft", help="fine-tuning examples (windows, snippet styles, prompt "
+                                   "formats) from a corpus: use the tune split only")
+    t.add_argument("data", type=Path, help="JSONL of edit records (the tune split)")
+    t.add_argument("--out", type=Path, required=True, help="JSONL of examples to write")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--variants", type=int, default=1,
+                   help="draw every record this many times (seeds seed, seed+1, ...)")
     m = sub.add_parser("sample", help="a small per-repository sample (small files only)")
     m.add_argument("data", type=Path, help="JSONL of edit records")
     m.add_argument("--out", type=Path, required=True, help="JSONL file to write")
@@ -111,4 +118,11 @@ def run(args: argparse.Namespace) -> int:
     except DataError as exc:
         print(f"fastapply data {args.data_command}: {exc}", file=sys.stderr)
         return 2
+    if args.data_command == "sft":
+        from fastapply.model.sft_data import write_examples
+
+        counts = write_examples(recs, args.out, args.seed, variants=args.variants)
+        print(f"{args.out}: {sum(counts.values())} examples from {len(recs)} records; "
+              f"styles: {', '.join(f'{k} {v}' for k, v in counts.most_common())}")
+        return 0
     return (_split if args.data_command == "split" else _sample)(args, recs)

@@ -50,6 +50,11 @@ class TorchSession:
         self.last: int | None = None
         #: Tokens in the cache.
         self.cache_len = 0
+        #: The probability the model gave each token it emitted, in order (the second
+        #: witness's confidence: free, the logits are computed anyway).
+        self.emitted_probs: list[float] = []
+        #: Top-1 probabilities of the last pass's positions (shape [S]).
+        self._probs: list[float] = []
 
     def _forward(self, ids: list[int]) -> Any:
         """Argmax token ids after each of ``ids`` (shape [len(ids)])."""
@@ -61,11 +66,16 @@ class TorchSession:
             out = rt.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
         self.cache = out.past_key_values
         self.cache_len += len(ids)
-        return out.logits[0].argmax(dim=-1).tolist()  # [S]
+        logits = out.logits[0]  # [S, vocab]
+        preds = logits.argmax(dim=-1)  # [S]: the ids come from the logits, never the probs
+        probs = logits.float().softmax(dim=-1).gather(-1, preds[:, None])[:, 0]  # [S]
+        self._probs = probs.tolist()
+        return preds.tolist()
 
     def prefill(self) -> int:
         preds = self._forward(self.prompt_ids)
         self.last = int(preds[-1])
+        self.emitted_probs.append(self._probs[-1])
         return self.last
 
     def step(self, draft: list[int]) -> list[int]:
@@ -82,6 +92,7 @@ class TorchSession:
             self.cache.crop(-rejected)
             self.cache_len = keep
         new = [*draft[:accepted], int(preds[accepted])]
+        self.emitted_probs.extend(self._probs[: accepted + 1])
         self.last = new[-1]
         return new
 

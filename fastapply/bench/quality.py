@@ -1,0 +1,214 @@
+"""Merge quality of the model, the deterministic runtime and every serving policy, on the
+same records: exact and served rates per snippet style and per language, and Relace's
+six error categories approximated by rules.
+
+Each record of ``--data`` (corpus records: ``original``/``updated``/``language``/``path``)
+is cropped to a window around some of its changes (``--whole-lines``: short files are
+kept whole), exactly as the training examples are, and each style of ``--styles`` gives
+one snippet of that window. The model merges it once (policy ``model``: its raw output
+and lowest token probability); the deterministic merge reads it once; every policy of
+:data:`fastapply.witness.POLICIES` is then decided from those two readings offline.
+``--save FILE`` keeps the readings, ``--load FILE`` re-decides without the model.
+
+    python -m fastapply.bench quality --data valid.jsonl --limit 60 --save readings.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from fastapply.bench.common import print_table
+from fastapply.witness import POLICIES, Reading, decide
+
+#: Styles measured by default: the generator's textbook lazy snippet, the agent styles,
+#: and the two exact notations.
+DEFAULT_STYLES = ("lazy", "signature", "named", "whole_block", "whole_file",
+                  "search_replace", "udiff")
+AGENT = ("signature", "named", "whole_block", "whole_file")
+EXACT = ("search_replace", "udiff")
+#: Relace's merge-error taxonomy, approximated by rules (see :func:`category`).
+CATEGORIES = ("correct", "non_functional", "smoothing", "merge_error", "hallucination",
+              "truncation")
+_COMMENT = re.compile(r"^\s*(#|//|/\*|\*|<!--|--)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, help="JSONL of corpus records (validation split)")
+    p.add_argument("--limit", type=int, default=40, help="records to use at most")
+    p.add_argument("--styles", default=",".join(DEFAULT_STYLES))
+    p.add_argument("--model", type=Path, default=None,
+                   help="model directory (default: the embedded default model)")
+    p.add_argument("--max-lines", type=int, default=300,
+                   help="records whose file is longer are skipped")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threshold", type=float, default=0.5,
+                   help="lowest token probability the confidence policies accept")
+    p.add_argument("--save", type=Path, help="write every reading here (JSONL)")
+    p.add_argument("--load", type=Path, help="decide from readings saved by --save")
+
+
+def category(output: str, truth: str, original: str, snippet: str) -> str:
+    """One of :data:`CATEGORIES` for a served ``output`` against the ``truth``.
+
+    >>> category("a\\n", "a\\nb\\n", "a\\n", "b\\n")
+    'truncation'
+    >>> category("a\\n  b\\n", "a\\nb\\n", "a\\n", "b\\n")
+    'non_functional'
+    """
+    if output == truth:
+        return "correct"
+    out, want = output.splitlines(), truth.splitlines()
+    if len(out) < len(want) and want[: max(0, len(out) - 1)] == out[: max(0, len(out) - 1)]:
+        return "truncation"
+
+    def norm(lines: list[str]) -> list[str]:
+        return ["".join(s.split()) for s in lines if s.strip() and not _COMMENT.match(s)]
+
+    if norm(out) == norm(want):
+        return "non_functional"
+    known = {s.strip() for s in original.splitlines() + snippet.splitlines()}
+    if any(s.strip() and s.strip() not in known for s in out):
+        return "hallucination"
+    # the error lies where original and truth agree: an unrequested change (smoothing);
+    # else inside the edited region: a merge error
+    import difflib
+
+    edited: set[int] = set()
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(
+            None, original.splitlines(), want, autojunk=False).get_opcodes():
+        if tag != "equal":
+            edited.update(range(max(0, j1 - 2), j2 + 2))
+    wrong: set[int] = set()
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, out, want,
+                                                          autojunk=False).get_opcodes():
+        if tag != "equal":
+            wrong.update(range(j1, max(j2, j1 + 1)))
+    return "smoothing" if wrong and not wrong & edited else "merge_error"
+
+
+def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run the model and the deterministic merge on every (window, style)."""
+    from fastapply.corpus.agent_style import window
+    from fastapply.examples import load_edits
+    from fastapply.model.sft_data import SftConfig, snippet_of
+    from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
+    from fastapply.witness import deterministic_reading
+
+    model = args.model
+    if model is None:
+        from fastapply.model.default import default_model_dir
+
+        model = default_model_dir(quiet=False)
+    service = FastApplyService(ServiceConfig(runtime="torch", model_dir=str(model),
+                                             policy="model"))
+    cfg = SftConfig()
+    rng = random.Random(args.seed)
+    styles = args.styles.split(",")
+    recs = [r for r in load_edits(args.data) if r["original"].count("\n") <= args.max_lines]
+    rng.shuffle(recs)
+    out: list[dict[str, Any]] = []
+    for rec in recs[: args.limit]:
+        original, updated = rec["original"], rec["updated"]
+        if original.count("\n") > cfg.whole_file_lines:
+            crop = window(original, updated, rng, cfg.max_lines, cfg.margin)
+            if crop is None:
+                continue
+            original, updated = crop
+        for style in styles:
+            snippet = snippet_of(style, original, updated, rec["language"], rec["path"], rng)
+            if not snippet.strip():
+                continue
+            det = deterministic_reading(original, snippet)
+            t0 = time.perf_counter()
+            try:
+                res = service.apply(original, snippet)
+                model_text, prob, stats = res.merged_code, res.stats.min_token_prob, \
+                    res.stats.to_dict()
+            except InvalidRequest as exc:
+                model_text, prob, stats = None, 0.0, {"error": str(exc)}
+            row = {"id": rec["id"], "language": rec["language"], "style": style,
+                   "original": original, "snippet": snippet, "updated": updated,
+                   "model": model_text, "min_token_prob": prob, "det": det.text,
+                   "det_certain": det.certain, "det_error": det.error, "stats": stats,
+                   "model_s": round(time.perf_counter() - t0, 3)}
+            out.append(row)
+            print(f"{len(out):4d} {rec['id'][:40]:40s} {style:15s} "
+                  f"model {'exact' if model_text == updated else 'WRONG'} "
+                  f"det {'exact' if det.text == updated else 'wrong'}"
+                  f"{'' if det.certain else '?'} p_min {prob:.2f} {row['model_s']:.1f} s",
+                  flush=True)
+    return out
+
+
+def _group(style: str) -> str:
+    return "agent" if style in AGENT else style
+
+
+def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
+    """Served-exact and wrong-served rates per policy and style group; categories."""
+    table: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    cats: dict[str, Counter[str]] = defaultdict(Counter)
+    by_lang: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    for row in rows:
+        det = Reading(row["det"], row["det_certain"], row["det_error"])
+        exact_format = row["style"] in EXACT
+        for policy in ("model", "deterministic", *[p for p in POLICIES
+                                                    if p not in ("model", "deterministic")]):
+            d = decide(policy, row["model"], row["min_token_prob"], det, exact_format,
+                       threshold)
+            for group in (_group(row["style"]), row["style"], "all"):
+                c = table[policy][group]
+                c["n"] += 1
+                if d.serve:
+                    c["served"] += 1
+                    c["exact" if d.text == row["updated"] else "wrong"] += 1
+            if d.serve and policy in ("model", "deterministic", "agree_or_exact"):
+                cats[policy][category(d.text, row["updated"], row["original"],
+                                      row["snippet"])] += 1
+            if policy in ("model", "deterministic", "agree_or_exact"):
+                lc = by_lang[policy][row["language"]]
+                lc["n"] += 1
+                lc["exact"] += int(d.serve and d.text == row["updated"])
+                lc["wrong"] += int(d.serve and d.text != row["updated"])
+    return {"policies": {p: {g: {"n": c["n"], "served_exact": c["exact"] / c["n"],
+                                 "wrong_served": c["wrong"] / c["n"],
+                                 "wrong_served_count": c["wrong"]}
+                             for g, c in groups.items()} for p, groups in table.items()},
+            "categories": {p: dict(c) for p, c in cats.items()},
+            "by_language": {p: {lang: {"n": c["n"], "served_exact": c["exact"] / c["n"],
+                                       "wrong_served_count": c["wrong"]}
+                                for lang, c in langs.items()}
+                            for p, langs in by_lang.items()}}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.load:
+        rows = [json.loads(line) for line in args.load.open()]
+    else:
+        if args.data is None:
+            raise SystemExit("quality: pass --data FILE (or --load FILE)")
+        rows = readings(args)
+        if args.save:
+            with args.save.open("w") as f:
+                for row in rows:
+                    f.write(json.dumps(row) + "\n")
+    result = summarise(rows, args.threshold)
+    groups = ["lazy", "agent", "search_replace", "udiff", "all"]
+    print_table(["policy"] + [f"{g} exact/wrong" for g in groups],
+                [[p] + [f"{s[g]['served_exact']:.3f}/{s[g]['wrong_served']:.3f}"
+                        if g in s else "-" for g in groups]
+                 for p, s in result["policies"].items()])
+    print_table(["policy"] + list(CATEGORIES),
+                [[p] + [c.get(k, 0) for k in CATEGORIES]
+                 for p, c in result["categories"].items()])
+    result.update({"bench": "quality", "records": len({r["id"] for r in rows}),
+                   "readings": len(rows), "threshold": args.threshold,
+                   "model_s_total": round(sum(r["model_s"] for r in rows), 1)})
+    return result

@@ -1,0 +1,286 @@
+"""Lazy snippets in the styles coding agents really write, and windows around a change.
+
+The corpus generator (:mod:`fastapply.corpus.snippets`) writes the textbook lazy snippet:
+changed lines with 1-3 lines of context and a marker for every elided run, including one
+before the first and after the last shown line. Agents write others
+(:data:`AGENT_STYLES`):
+
+* ``signature``: the snippet starts at the enclosing function or class signature with no
+  marker before it and ends at the end of that block with no marker after it; long
+  unchanged runs inside the body are markers;
+* ``named``: markers that say what they stand for (``// ... existing imports ...``,
+  ``# ... rest of the class unchanged ...``);
+* ``whole_block``: a whole short function repeated with the change in it, no marker;
+* ``whole_file``: the whole updated file, no marker.
+
+Every generator returns a snippet that, read as intended, gives exactly ``updated``, or
+"" where the style does not apply (no enclosing block, a block too long, a shown line
+that itself reads as a marker). A deletion is shown by the lines around it, as the
+textbook style already does.
+
+:func:`window` crops a record to the lines around some of its changes, so that CPU
+training and evaluation see short examples whose true merge is still known exactly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from fastapply.corpus.languages import COMMENTS
+from fastapply.corpus.snippets import lines_of
+from fastapply.edits import is_marker
+
+AGENT_STYLES = ("signature", "named", "whole_block", "whole_file")
+
+#: What the markers of the ``named`` style say, by where the elided run lies.
+NAMED_BEFORE = ("... existing imports ...", "... previous code ...",
+                "... existing code above ...", "... imports and setup unchanged ...")
+NAMED_INSIDE = ("... existing methods ...", "... rest of the function unchanged ...",
+                "... unchanged lines ...", "... existing fields ...",
+                "... other cases unchanged ...")
+NAMED_AFTER = ("... rest of the class unchanged ...", "... rest of the file unchanged ...",
+               "... remaining code ...", "... rest of the function ...")
+
+#: Lines that close a block rather than open one.
+_CLOSERS = ("}", ")", "]", "end", "</")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _opcodes(old: Sequence[str], new: Sequence[str]) -> list[Any]:
+    sm = difflib.SequenceMatcher(None, list(old), list(new), autojunk=False)
+    return list(sm.get_opcodes())
+
+
+def _join(lines: Sequence[str]) -> str:
+    return "".join(s + "\n" for s in lines)
+
+
+def enclosing_block(lines: Sequence[str], first: int, last: int,
+                    max_lines: int = 80) -> tuple[int, int] | None:
+    """The block ``[start, end)`` whose signature line encloses lines ``first..last``.
+
+    The signature is the nearest non-blank line above ``first`` indented less than every
+    non-blank line of ``first..last``; the block ends at the first later line indented no
+    deeper than the signature, that line included when it closes the block (``}``,
+    ``end``, ``)``). None for a change at the top level or a block over ``max_lines``.
+
+    >>> src = ["import x", "", "def f(a):", "    b = 1", "    return b", "", "y = 2"]
+    >>> enclosing_block(src, 3, 3)
+    (2, 5)
+    >>> enclosing_block(["int f() {", "  return 1;", "}"], 1, 1)
+    (0, 3)
+    """
+    shown = [_indent(s) for s in lines[first:last + 1] if s.strip()]
+    if not shown:
+        return None
+    depth = min(shown)
+    start = first - 1
+    while start >= 0 and (not lines[start].strip() or _indent(lines[start]) >= depth
+                          or lines[start].lstrip().startswith(_CLOSERS)):
+        start -= 1
+    if start < 0:
+        return None
+    top = _indent(lines[start])
+    end = last + 1
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > top):
+        end += 1
+    if end < len(lines) and lines[end].lstrip().startswith(_CLOSERS):
+        end += 1
+    while end > last + 1 and not lines[end - 1].strip():
+        end -= 1
+    if end - start > max_lines:
+        return None
+    return start, end
+
+
+def _marker(language: str, wording: str, indent: str) -> str:
+    template = COMMENTS.get(language, ("// {}",))[0]
+    return indent + template.format(wording)
+
+
+def _changed_new_lines(old: Sequence[str], new: Sequence[str]) -> list[tuple[int, int]]:
+    """Per change, the range of ``new`` lines it covers (a deletion: the line after it)."""
+    out = []
+    for tag, _i1, _i2, j1, j2 in _opcodes(old, new):
+        if tag != "equal":
+            if j2 > j1:
+                out.append((j1, j2 - 1))
+            else:  # a deletion: the lines around it
+                out.append((max(0, j1 - 1), min(j1, len(new) - 1)))
+    return out
+
+
+def signature_snippet(original: str, updated: str, language: str, rng: random.Random,
+                      elide_over: int = 6) -> str:
+    """The enclosing blocks of the changes, from signature to end, no marker outside
+    them; unchanged runs of more than ``elide_over`` lines inside a block (two lines
+    away from any change) become a marker, and blocks are joined by a marker.
+
+    >>> old = "import os\\n\\ndef f(a):\\n    b = 1\\n    return b\\n\\nx = 1\\n"
+    >>> print(signature_snippet(old, old.replace("b = 1", "b = 2"), "python",
+    ...                         random.Random(0)), end="")
+    def f(a):
+        b = 2
+        return b
+    """
+    old, new = lines_of(original), lines_of(updated)
+    changed = _changed_new_lines(old, new)
+    if not changed or not new:
+        return ""
+    blocks: list[tuple[int, int]] = []
+    for first, last in changed:
+        block = enclosing_block(new, first, last)
+        if block is None:
+            return ""
+        if blocks and block[0] < blocks[-1][1]:
+            block = (min(blocks[-1][0], block[0]), max(blocks[-1][1], block[1]))
+            blocks.pop()
+        blocks.append(block)
+    near: set[int] = set()
+    for first, last in changed:
+        near.update(range(first - 2, last + 3))
+    out: list[str] = []
+    for k, (start, end) in enumerate(blocks):
+        if k:
+            out.append(_marker(language, rng.choice(NAMED_INSIDE + ("... existing code ...",)),
+                               new[start][: _indent(new[start])]))
+        j = start
+        while j < end:
+            run = j
+            while run < end and run not in near and run != start and run != end - 1:
+                run += 1
+            if run - j > elide_over:
+                indent = new[j][: _indent(new[j])] if new[j].strip() else ""
+                out.append(_marker(language, rng.choice(NAMED_INSIDE + ("... existing code ...",)),
+                                   indent))
+                j = run
+            else:
+                out.append(new[j])
+                j += 1
+    if any(is_marker(s) for s in new[blocks[0][0]:blocks[-1][1]]):
+        return ""  # a shown line that reads as a marker: the snippet cannot be read
+    return _join(out)
+
+
+def named_snippet(original: str, updated: str, language: str, rng: random.Random) -> str:
+    """The textbook lazy snippet (1-3 lines of context) whose markers say what they
+    stand for: imports or code above, unchanged lines inside, the rest after.
+
+    >>> old = "import a\\nimport b\\n\\nx = 1\\ny = 2\\nz = 3\\nw = 4\\n"
+    >>> print(named_snippet(old, old.replace("y = 2", "y = 5"), "python",
+    ...                     random.Random(1)), end="")
+    # ... existing imports ...
+    x = 1
+    y = 5
+    z = 3
+    # ... remaining code ...
+    """
+    from fastapply.corpus.snippets import _anchored_context, spans
+
+    old, new = lines_of(original), lines_of(updated)
+    ctx = rng.choice((1, 2, 3))
+    before, after = _anchored_context(old, new, (ctx, ctx))
+    groups = spans(old, new, before, after)
+    if not groups:
+        return ""
+    out: list[str] = []
+    prev = 0
+    for g in groups:
+        if g.i1 > prev:
+            elided = old[prev:g.i1]
+            wording = rng.choice(NAMED_BEFORE if prev == 0 else NAMED_INSIDE)
+            indent = next((s[: _indent(s)] for s in elided if s.strip()), "")
+            out.append(_marker(language, wording, indent))
+        out.extend(new[g.j1:g.j2])
+        prev = g.i2
+    if prev < len(old):
+        indent = next((s[: _indent(s)] for s in old[prev:] if s.strip()), "")
+        out.append(_marker(language, rng.choice(NAMED_AFTER), indent))
+    if any(is_marker(s) for g in groups for s in new[g.j1:g.j2]):
+        return ""
+    return _join(out)
+
+
+def whole_block_snippet(original: str, updated: str, language: str, rng: random.Random,
+                        max_lines: int = 30) -> str:
+    """The whole enclosing block of a single change, with no marker (agents repeat a
+    short function with one line changed); "" for several changes or a long block."""
+    old, new = lines_of(original), lines_of(updated)
+    changed = _changed_new_lines(old, new)
+    if len(changed) != 1:
+        return ""
+    block = enclosing_block(new, *changed[0], max_lines=max_lines)
+    if block is None:
+        return ""
+    shown = new[block[0]:block[1]]
+    return "" if any(is_marker(s) for s in shown) else _join(shown)
+
+
+def whole_file_snippet(original: str, updated: str, language: str, rng: random.Random,
+                       max_lines: int = 400) -> str:
+    """The whole updated file, no marker (files up to ``max_lines``)."""
+    new = lines_of(updated)
+    if len(new) > max_lines or any(is_marker(s) for s in new):
+        return ""
+    return updated
+
+
+def agent_snippet(original: str, updated: str, language: str, style: str,
+                  rng: random.Random) -> str:
+    """The snippet of ``style`` (one of :data:`AGENT_STYLES`), or "" where it does not
+    apply to this change."""
+    makers = {"signature": signature_snippet, "named": named_snippet,
+              "whole_block": whole_block_snippet, "whole_file": whole_file_snippet}
+    try:
+        maker = makers[style]
+    except KeyError:
+        raise ValueError(f"unknown agent style {style!r}; use one of {AGENT_STYLES}") from None
+    return maker(original, updated, language, rng)
+
+
+def window(original: str, updated: str, rng: random.Random, max_lines: int = 60,
+           margin: tuple[int, int] = (3, 20)) -> tuple[str, str] | None:
+    """A crop of ``original`` around one run of nearby changes, with those changes
+    applied: ``(original_window, updated_window)``, or None when the change alone is
+    longer than ``max_lines``. Changes outside the crop are left out of both sides, so
+    the pair is itself a true edit.
+
+    >>> old = "".join(f"l{i}\\n" for i in range(100))
+    >>> w = window(old, old.replace("l50\\n", "L50\\n"), random.Random(0))
+    >>> "L50" in w[1] and "l50" in w[0] and len(w[0].splitlines()) < 60
+    True
+    """
+    old, new = lines_of(original), lines_of(updated)
+    ops = [op for op in _opcodes(old, new) if op[0] != "equal"]
+    if not ops:
+        return None
+    first = rng.randrange(len(ops))
+    i1 = ops[first][1]
+    last = first
+    while last + 1 < len(ops) and ops[last + 1][2] - i1 <= max_lines // 2:
+        last += 1
+    i2 = ops[last][2]
+    span_new = sum(j2 - j1 for _t, _a, _b, j1, j2 in ops[first:last + 1])
+    if max(i2 - i1, span_new) > max_lines:
+        return None
+    a = max(0, i1 - rng.randint(*margin))
+    b = min(len(old), i2 + rng.randint(*margin))
+    kept = range(first, last + 1)  # changes outside the crop stay as they were
+    out_old = old[a:b]
+    out_new: list[str] = []
+    pos = a
+    for k in kept:
+        _tag, o1, o2, j1, j2 = ops[k]
+        out_new.extend(old[pos:o1])
+        out_new.extend(new[j1:j2])
+        pos = o2
+    out_new.extend(old[pos:b])
+    if not out_old or out_old == out_new:
+        return None
+    return _join(out_old), _join(out_new)

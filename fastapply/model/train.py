@@ -1,0 +1,244 @@
+"""Supervised fine-tuning of the apply model with LoRA (``fastapply train``).
+
+What is ours is small: the examples (:mod:`fastapply.model.sft_data`), the prompt (the
+served prompt formats of :mod:`fastapply.prompts`, through the tokenizer's own chat
+template) and what counts as the answer (everything after the prompt, the end-of-turn
+token included: the loss is on the answer only). The mechanics (gradient accumulation,
+schedule, checkpoints, resume) are transformers' ``Trainer`` with a peft LoRA model.
+
+Artefacts under ``--out``: ``checkpoint-N/`` (resumed from automatically), ``adapter/``
+(the shipped LoRA weights in float16 + ``adapter_config.json``), ``train_config.json``
+(the command's settings) and ``train_log.jsonl`` (one line per logged step).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The linear layers LoRA adapts (every one of a Llama block).
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one run; written next to its checkpoints."""
+
+    data: str
+    out: str
+    base: str = ""
+    seed: int = 0
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    learning_rate: float = 4e-4
+    warmup_steps: int = 10
+    max_steps: int = 400
+    grad_accum: int = 4
+    max_tokens: int = 1400
+    max_minutes: float = 0.0
+    save_steps: int = 20
+    log_steps: int = 5
+    device: str = ""
+    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+
+
+def tokenize_example(tokenizer: Any, ex: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """(input ids, labels) of one example: the prompt's labels are -100 (no loss), the
+    answer's are its own ids, the end-of-turn token included."""
+    from fastapply.prompts import build_prompt_ids, encode, get_format
+
+    fmt = get_format(ex["format"])
+    prompt = build_prompt_ids(tokenizer, fmt, ex["original"], ex["snippet"])
+    answer = encode(tokenizer, fmt.expected_output(ex["updated"]) + "<|im_end|>")
+    return prompt + answer, [-100] * len(prompt) + answer
+
+
+class _Dataset:
+    """Examples tokenized once, longest-first order left to the trainer's sampler."""
+
+    def __init__(self, rows: list[tuple[list[int], list[int]]]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict[str, list[int]]:
+        ids, labels = self.rows[i]
+        return {"input_ids": ids, "labels": labels}
+
+
+def _collate(batch: list[dict[str, list[int]]]) -> dict[str, Any]:
+    import torch
+
+    n = max(len(b["input_ids"]) for b in batch)
+    ids = [b["input_ids"] + [0] * (n - len(b["input_ids"])) for b in batch]
+    labels = [b["labels"] + [-100] * (n - len(b["labels"])) for b in batch]
+    mask = [[1] * len(b["input_ids"]) + [0] * (n - len(b["input_ids"])) for b in batch]
+    return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels),
+            "attention_mask": torch.tensor(mask)}
+
+
+def load_rows(tokenizer: Any, path: Path, max_tokens: int) -> tuple[list[Any], int]:
+    """Tokenized examples of ``path`` no longer than ``max_tokens``; and how many were
+    left out for length."""
+    rows, skipped = [], 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            ids, labels = tokenize_example(tokenizer, json.loads(line))
+            if len(ids) > max_tokens:
+                skipped += 1
+                continue
+            rows.append((ids, labels))
+    return rows, skipped
+
+
+def _progress_callback(total_steps: int, log_path: Path, deadline: float | None) -> Any:
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        """Prints step, loss, tokens/s and time left; stops cleanly at the deadline."""
+
+        def __init__(self) -> None:
+            self.start = time.monotonic()
+            self.first_step = 0
+            self.first_tokens = 0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            # a resumed run counts its rate from where it resumed
+            self.start = time.monotonic()
+            self.first_step = state.global_step
+            self.first_tokens = int(state.num_input_tokens_seen or 0)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"time limit reached at step {state.global_step}: saving and stopping",
+                      flush=True)
+                control.should_save = True
+                control.should_training_stop = True
+            return control
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None,
+                   **kw: Any) -> None:
+            if not logs or "loss" not in logs:
+                return
+            elapsed = time.monotonic() - self.start
+            done = state.global_step - self.first_step
+            per_step = elapsed / done if done else 0.0
+            left = (total_steps - state.global_step) * per_step
+            tokens = int(state.num_input_tokens_seen or 0) - self.first_tokens
+            rate = tokens / elapsed if elapsed > 0 else 0.0
+            line = {"step": state.global_step, "loss": round(float(logs["loss"]), 4),
+                    "learning_rate": logs.get("learning_rate"),
+                    "tokens_per_s": round(rate, 1), "elapsed_s": round(elapsed, 1),
+                    "time_left_s": round(left)}
+            print(f"step {state.global_step}/{total_steps}  loss {line['loss']:.4f}  "
+                  f"{line['tokens_per_s']} tokens/s  elapsed {elapsed / 60:.1f} min  "
+                  f"left {left / 60:.1f} min", flush=True)
+            with log_path.open("a") as f:
+                f.write(json.dumps(line) + "\n")
+
+    return Progress()
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Run (or resume) one fine-tuning run; return the shipped adapter's directory."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+    from fastapply.model.base import base_checkpoint
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = Path(cfg.base) if cfg.base else base_checkpoint(quiet=False)
+    cfg.base = str(base)
+    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cfg.device = device
+    (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
+    torch.manual_seed(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    rows, skipped = load_rows(tokenizer, Path(cfg.data), cfg.max_tokens)
+    answer_tokens = sum(sum(1 for x in lab if x != -100) for _ids, lab in rows)
+    print(f"{len(rows)} examples ({skipped} over {cfg.max_tokens} tokens left out), "
+          f"{sum(len(i) for i, _ in rows)} tokens, {answer_tokens} of them answer tokens; "
+          f"device {device}", flush=True)
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    model = get_peft_model(model, LoraConfig(
+        r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+        target_modules=list(cfg.targets), task_type="CAUSAL_LM"))
+    args = TrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=1,
+        gradient_accumulation_steps=cfg.grad_accum, learning_rate=cfg.learning_rate,
+        lr_scheduler_type="cosine", warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps,
+        logging_steps=cfg.log_steps, save_steps=cfg.save_steps, save_total_limit=2,
+        seed=cfg.seed, data_seed=cfg.seed, report_to=[], disable_tqdm=True,
+        dataloader_num_workers=0, include_num_input_tokens_seen=True,
+        use_cpu=not device.startswith("cuda"), bf16=device.startswith("cuda"))
+    deadline = time.monotonic() + cfg.max_minutes * 60 if cfg.max_minutes else None
+    trainer = Trainer(model=model, args=args, train_dataset=_Dataset(rows),
+                      data_collator=_collate,
+                      callbacks=[_progress_callback(cfg.max_steps, out / "train_log.jsonl",
+                                                    deadline)])
+    resume = any(out.glob("checkpoint-*"))
+    if resume:
+        print(f"resuming from the last checkpoint in {out}", flush=True)
+    trainer.train(resume_from_checkpoint=resume or None)
+    adapter = out / "adapter"
+    save_adapter(model, adapter)
+    return adapter
+
+
+def save_adapter(model: Any, path: Path) -> None:
+    """Save the LoRA weights in float16 (half the bytes; the runtime loads them into the
+    float32 base and merges)."""
+    import torch
+
+    model.save_pretrained(str(path))
+    from safetensors.torch import load_file, save_file
+
+    weights = path / "adapter_model.safetensors"
+    tensors = {k: v.to(torch.float16) for k, v in load_file(str(weights)).items()}
+    save_file(tensors, str(weights))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="fastapply train", description=__doc__)
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+def add_arguments(p: Any) -> None:
+    d = TrainConfig(data="", out="")
+    p.add_argument("data", help="JSONL of examples from `fastapply data sft` (tune split)")
+    p.add_argument("--out", required=True, help="run directory (checkpoints, adapter, logs)")
+    p.add_argument("--base", default="", help="base checkpoint (default: `fastapply model base`)")
+    for name in ("seed", "lora_r", "lora_alpha", "max_steps", "grad_accum", "max_tokens",
+                 "save_steps", "log_steps", "warmup_steps"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
+    for name in ("learning_rate", "lora_dropout", "max_minutes"):
+        p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name))
+    p.add_argument("--device", default="", help="cpu or cuda (default: cuda when present)")
+
+
+def run(args: Any) -> int:
+    fields = {k: v for k, v in vars(args).items() if k in TrainConfig.__dataclass_fields__}
+    cfg = TrainConfig(**fields)
+    if not Path(cfg.data).is_file():
+        print(f"fastapply train: {cfg.data}: no such file; build it with `fastapply data sft`",
+              file=sys.stderr)
+        return 2
+    adapter = train(cfg)
+    print(f"adapter written to {adapter}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
