@@ -316,6 +316,7 @@ class FastApplyService:
         tok, runtime = self.tokenizer, self.runtime
         assert runtime is not None
         self._refuse_stop_texts(original=original, snippet=snippet, instruction=instruction)
+        self._refuse_close_tag(original=original, snippet=snippet)
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
 
@@ -373,6 +374,21 @@ class FastApplyService:
         result.stats.witness = decision.witness
         return ApplyResult(decision.text, result.stats)
 
+
+    def _refuse_close_tag(self, **texts: str) -> None:
+        """Refuse input holding the format's closing tag (``</updated-code>``): the
+        answer's file ends at the first one, so a file holding it would come back cut
+        there, and read as complete."""
+        close = self.format.close_tag
+        for name, text in texts.items():
+            if close and close in text:
+                line = text.count("\n", 0, text.index(close)) + 1
+                field = {"original": "initial_code", "snippet": "edit_snippet"}[name]
+                raise InvalidRequest(
+                    f"{field} holds {close!r} (line {line}), which ends the model's answer "
+                    f"in the {self.format.name} prompt format, so the file would come back "
+                    f"cut there; nothing was merged: serve a model with the morph format, "
+                    f"or merge this file with the deterministic runtime")
 
     def _refuse_stop_texts(self, **texts: str | None) -> None:
         """Refuse input holding a stop token's text: the tokenizer reads "<|im_end|>" in
