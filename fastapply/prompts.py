@@ -214,8 +214,8 @@ def draft_texts(original: str, snippet: str) -> list[str]:
     >>> draft_texts("a = 1\\n", "<<<<<<< SEARCH\\na = 1\\n=======\\na = 2\\n>>>>>>> REPLACE\\n")[0]
     'a = 2\\n'
     """
-    from fastapply.edits import EditError
     from fastapply.merge import apply_snippet
+    from fastapply.merge.edits import EditError
 
     texts = []
     with contextlib.suppress(EditError):  # an unparsable snippet still leaves two sources

@@ -281,8 +281,8 @@ class FastApplyService:
         return result
 
     def _apply_deterministic(self, original: str, snippet: str) -> ApplyResult:
-        from fastapply.edits import EditError
         from fastapply.merge import apply_snippet
+        from fastapply.merge.edits import EditError
 
         try:
             merged = apply_snippet(original, snippet).check()

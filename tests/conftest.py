@@ -19,7 +19,9 @@ import pytest
 #: The development corpus (../shared/data next to the repository), or where that is absent
 #: (a fresh clone) its 60 smallest records shipped in tests/data; $FASTAPPLY_DATA overrides.
 SHARED_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/data/edits-dev.jsonl"
-SHIPPED_CORPUS = Path(__file__).resolve().parent / "data" / "edits-dev-sample.jsonl"
+#: Data shipped with the tests; every test folder reaches it through this name.
+DATA = Path(__file__).resolve().parent / "data"
+SHIPPED_CORPUS = DATA / "edits-dev-sample.jsonl"
 CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
               (SHARED_CORPUS if SHARED_CORPUS.is_file() else SHIPPED_CORPUS))
 

@@ -15,7 +15,7 @@ import pytest
 from fastapply.cli import main
 from fastapply.corpus.snippets import lazy_parts, search_replace, udiff
 from fastapply.corpus.verify import VerifyError, apply_search_replace, apply_udiff
-from fastapply.edits import is_marker
+from fastapply.merge.edits import is_marker
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -33,8 +33,8 @@ MERGED = "def a():\n    return 10\n\n\ndef b():\n    return 2\n"
 def mergeable(corpus: list[dict[str, Any]], n: int) -> list[tuple[dict[str, Any], str]]:
     """The first ``n`` (edit, snippet format) pairs, formats in turn, whose deterministic
     in-process merge is exactly the true updated file."""
-    from fastapply.edits import EditError
     from fastapply.merge import apply_snippet
+    from fastapply.merge.edits import EditError
 
     picked = []
     for i, edit in enumerate(corpus):

@@ -44,8 +44,8 @@ def candidate_merger() -> Callable[[str, str], str | None]:
     imported: the numbers then measure the original and snippet sources only.
     """
     try:
-        from fastapply.edits import EditError
         from fastapply.merge import apply_snippet
+        from fastapply.merge.edits import EditError
     except ImportError as exc:
         print(f"warning: no candidate source ({exc}); speculative_edits drafts from the "
               "original and the snippet only", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastapply.edits import EditError, detect_format, is_marker, parse_edit
+from fastapply.merge.edits import EditError, detect_format, is_marker, parse_edit
 
 
 @pytest.mark.parametrize("line", [

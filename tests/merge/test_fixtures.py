@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastapply.edits import EditError
 from fastapply.merge import apply_snippet
+from fastapply.merge.edits import EditError
 
 CLASS = ("class Counter {\n  constructor() {\n    this.n = 0;\n  }\n\n"
          "  up() {\n    this.n += 1;\n    return this;\n  }\n\n"

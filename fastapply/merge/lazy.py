@@ -52,8 +52,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from fastapply._merge_align import align
-from fastapply._merge_costs import (
+from fastapply.merge.align import align
+from fastapply.merge.costs import (
     BIG,
     CANDIDATES,
     CLOSE,
@@ -69,8 +69,8 @@ from fastapply._merge_costs import (
     Placement,
     WorkBudget,
 )
-from fastapply._merge_defs import _dropped_defs, removed_definitions
-from fastapply._merge_lines import (
+from fastapply.merge.definitions import _dropped_defs, removed_definitions
+from fastapply.merge.lines import (
     WordIndex,
     _same,
     _similar_lines,
@@ -82,7 +82,7 @@ from fastapply._merge_lines import (
     weight,
     word_index,
 )
-from fastapply._merge_locate import _locate
+from fastapply.merge.locate import _locate
 
 #: The names callers and tests import from here (most are defined in the _merge_* modules).
 __all__ = [

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
-from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
-from fastapply.edits import EditError
 from fastapply.merge import MergeResult, Uncertainty, apply_snippet
-
-_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "edits-dev.jsonl"
-#: The development corpus, or on a fresh clone its sample shipped in tests/data.
-CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or (
-    _SHARED if _SHARED.is_file() else Path(__file__).with_name("data") / "edits-dev-sample.jsonl"))
+from fastapply.merge.edits import EditError
 
 PY = ("import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n\n\n"
       "def c():\n    return 3\n")
@@ -578,8 +572,8 @@ def test_a_makefile_recipe_written_with_spaces_gets_its_tab() -> None:
 ])
 def test_spaces_are_only_rewritten_when_the_file_and_the_snippet_agree(
         original: str, snippet: str) -> None:
-    from fastapply._merge_indent import tabs_for_spaces
-    from fastapply.edits import parse_edit
+    from fastapply.merge.edits import parse_edit
+    from fastapply.merge.indent import tabs_for_spaces
 
     plan = parse_edit(snippet)
     assert tabs_for_spaces(plan, original) == plan

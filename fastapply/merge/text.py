@@ -9,8 +9,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from fastapply._merge_costs import WorkBudget
-from fastapply._merge_lines import WordIndex, key_loose, similarity, tokens
+from fastapply.merge.costs import WorkBudget
+from fastapply.merge.lines import WordIndex, key_loose, similarity, tokens
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastapply.edits import EditError, parse_edit
 from fastapply.merge import apply_snippet
+from fastapply.merge.edits import EditError, parse_edit
 
 FILE = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n"
 #: FILE with c = 30 (what HUNK makes of it).

@@ -23,13 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from fastapply import _merge_formats as formats
-from fastapply._merge_costs import WorkBudget
-from fastapply._merge_indent import tabs_for_spaces
-from fastapply._merge_lines import key_exact, key_loose
-from fastapply._merge_text import line_ends, with_ends
-from fastapply._merger import Uncertainty, _Merger
-from fastapply.edits import (
+from fastapply.merge import formats
+from fastapply.merge.costs import WorkBudget
+from fastapply.merge.edits import (
     BLOCK_FORM,
     BLOCK_MARKER,
     SEPARATOR,
@@ -37,7 +33,11 @@ from fastapply.edits import (
     EditPlan,
     parse_edit,
 )
-from fastapply.precision import review, strict_runs, unanchored_removals
+from fastapply.merge.indent import tabs_for_spaces
+from fastapply.merge.lines import key_exact, key_loose
+from fastapply.merge.merger import Uncertainty, _Merger
+from fastapply.merge.precision import review, strict_runs, unanchored_removals
+from fastapply.merge.text import line_ends, with_ends
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
 
@@ -126,7 +126,7 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     >>> _refuse_block_markers(parse_edit("<<-- SEARCH\\na\\n"), ["a"])
     Traceback (most recent call last):
     ...
-    fastapply.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE marker, ...
+    fastapply.merge.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE ...
     """
     present: set[str] | None = None  # the original's lines, stripped (built if needed)
     underlined: bool | None = None  # the original underlines headings with ===
@@ -247,7 +247,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
 def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
                   ) -> MergeResult:
     """Parse ``snippet``, merge it into ``original`` (spending ``budget``, see merge) and
-    review the result (:func:`fastapply.precision.review`: what contradicts the snippet is
+    review the result (:func:`fastapply.merge.precision.review`: what contradicts the snippet is
     flagged). A UTF-8 byte order mark before the file that the snippet never shows is
     kept and not merged (the snippet's first line matches without it); a snippet that
     shows it edits it like any text (a commit may remove it)."""

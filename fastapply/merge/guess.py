@@ -1,6 +1,6 @@
 """Placements of a lazy segment that rest on a guess the snippet does not settle (found
 on outside fixtures: Plandex's, Continue's and ghostcoder's lazy-merge tests). Each
-finding is a message; :meth:`fastapply._merger._Merger.lazy_segment` reports it, so the
+finding is a message; :meth:`fastapply.merge.merger._Merger.lazy_segment` reports it, so the
 deterministic runtime refuses the merge instead of returning one reading of several.
 
 * **fragment edges**: a snippet without any marker that is not the whole file is read
@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from fastapply._merge_defs import removed_definitions
-from fastapply.precision import _LOOKALIKE
+from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.precision import _LOOKALIKE
 
 #: A comment or annotation line (``/**``, `` * text``, ``///``, ``#``, ``--``, ``@decorator``).
 _COMMENT = re.compile(r"^\s*(?://|#|/\*|\*|--|<!--|@\w)")

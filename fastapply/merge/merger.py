@@ -8,12 +8,14 @@ import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from fastapply._merge_costs import Placement, WorkBudget
-from fastapply._merge_defs import removed_definitions
-from fastapply._merge_guess import guesses
-from fastapply._merge_lazy import nonblank_matches, place
-from fastapply._merge_lines import WordIndex, key_exact, key_loose, positions
-from fastapply._merge_text import (
+from fastapply.merge.costs import Placement, WorkBudget
+from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.edits import Hunk
+from fastapply.merge.guess import guesses
+from fastapply.merge.lazy import nonblank_matches, place
+from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
+from fastapply.merge.precision import Removal, removals
+from fastapply.merge.text import (
     _closest,
     _context_from_original,
     _find_runs,
@@ -24,8 +26,6 @@ from fastapply._merge_text import (
     _trim_blank_edges,
     kept_lines,
 )
-from fastapply.edits import Hunk
-from fastapply.precision import Removal, removals
 
 #: SEARCH blocks (and diff hunks) found by scanning the file; after them an index of its
 #: lines is built (it costs about two scans and makes every later search cheap).

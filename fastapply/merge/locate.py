@@ -1,4 +1,4 @@
-"""The lazy merge's coarse pass (*locate* in :mod:`fastapply._merge_lazy`): candidate
+"""The lazy merge's coarse pass (*locate* in :mod:`fastapply.merge.lazy`): candidate
 regions of a segment from the best chains of matched lines, kept in a Fenwick tree of
 prefix maxima; and the longest increasing chain of anchors."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from fastapply._merge_costs import (
+from fastapply.merge.costs import (
     _NEG,
     CANDIDATES,
     EDGE_COST,
@@ -16,7 +16,7 @@ from fastapply._merge_costs import (
     PRUNE,
     WorkBudget,
 )
-from fastapply._merge_lines import weight
+from fastapply.merge.lines import weight
 
 
 class _PrefixMax:
@@ -51,7 +51,7 @@ def _locate(skeys: Sequence[str], table: dict[str, list[int]], lo: int, n: int,
     the best chains of matched pairs (LOCATE_COST per skipped line), at most CANDIDATES
     disjoint ones scoring within PRUNE of the best; [] when no line matches.
 
-    >>> from fastapply._merge_lines import key_exact, positions
+    >>> from fastapply.merge.lines import key_exact, positions
     >>> table = positions(["x", "a", "b", "y", "a", "b"], key_exact)
     >>> _locate(["a", "b"], table, 0, 6, True, True, WorkBudget())
     [(1, 2), (4, 5)]

@@ -3,7 +3,7 @@ window of the original) and ``place`` (where in the file a segment goes)."""
 
 from __future__ import annotations
 
-from fastapply._merge_lazy import (
+from fastapply.merge.lazy import (
     DEL_COST,
     GAP_COST,
     SUB_COST,

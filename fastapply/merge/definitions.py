@@ -1,13 +1,13 @@
 """Definition and heading lines (``def``, ``class``, ``fn``, typed method headers, test
 names, Markdown headings, ...): what a placement removes that the segment never names
-(DROP_DEF in :mod:`fastapply._merge_lazy`)."""
+(DROP_DEF in :mod:`fastapply.merge.lazy`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-from fastapply._merge_lines import _WORD
+from fastapply.merge.lines import _WORD
 
 _DEF = re.compile(r"^(?:\s*(?:(?:export\s+)?(?:async\s+)?"
                   r"(?:def|class|func(?:\s*\([^)]*\))?|function)"

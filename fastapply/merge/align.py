@@ -1,4 +1,4 @@
-"""The lazy merge's exact pass (*align* in :mod:`fastapply._merge_lazy`): an edit-distance
+"""The lazy merge's exact pass (*align* in :mod:`fastapply.merge.lazy`): an edit-distance
 alignment of one segment with a window of the original, under the snippet's contract on
 context runs, read back into a placement."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fastapply._merge_costs import (
+from fastapply.merge.costs import (
     _NEG,
     ALIGN_WORK,
     BIG,
@@ -25,8 +25,8 @@ from fastapply._merge_costs import (
     Placement,
     WorkBudget,
 )
-from fastapply._merge_lines import _same, similarity, tokens
-from fastapply._merge_locate import _increasing_chain
+from fastapply.merge.lines import _same, similarity, tokens
+from fastapply.merge.locate import _increasing_chain
 
 
 def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fastapply._merge_text import as_tabs
-from fastapply.edits import EditPlan
+from fastapply.merge.edits import EditPlan
+from fastapply.merge.text import as_tabs
 
 #: Indented lines a file needs before its tab style is trusted.
 MIN_INDENTED = 3
@@ -38,7 +38,7 @@ def tabs_for_spaces(plan: EditPlan, original: str) -> EditPlan:
     """``plan`` with its lazy segments' leading spaces written as the file's tabs, if the
     file indents with tabs only and the segments with spaces only (else ``plan``).
 
-    >>> from fastapply.edits import parse_edit
+    >>> from fastapply.merge.edits import parse_edit
     >>> plan = parse_edit("// ...\\nfunc f() {\\n    x := 1\\n    y := 2\\n// ...\\n")
     >>> tabs_for_spaces(plan, "func f() {\\n\\tx := 1\\n\\treturn\\n}\\n\\tz()\\n").hunks[0].new
     ('func f() {', '\\tx := 1', '\\ty := 2')

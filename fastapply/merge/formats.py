@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from fastapply._merge_costs import WorkBudget
-from fastapply._merge_lines import key_loose
-from fastapply._merge_text import _find_runs
-from fastapply.edits import BLOCK_MARKER, EditError, EditPlan
+from fastapply.merge.costs import WorkBudget
+from fastapply.merge.edits import BLOCK_MARKER, EditError, EditPlan
+from fastapply.merge.lines import key_loose
+from fastapply.merge.text import _find_runs
 
 __all__ = ["diff_files", "heading", "refuse_ambiguous", "underlined_in"]
 
@@ -34,13 +34,13 @@ def refuse_ambiguous(plan: EditPlan, orig: list[str], budget: WorkBudget) -> Non
     whose text up to its second one is in the original (see Hunk.readings): where its
     SEARCH text ends cannot be told.
 
-    >>> from fastapply.edits import parse_edit
+    >>> from fastapply.merge.edits import parse_edit
     >>> block = "<<<<<<< SEARCH\\nText.\\n=======\\nText.\\nNew\\n=======\\n>>>>>>> REPLACE\\n"
     >>> refuse_ambiguous(parse_edit(block), ["Text."], WorkBudget())
     >>> refuse_ambiguous(parse_edit(block), ["Text.", "=======", "Text.", "New"], WorkBudget())
     Traceback (most recent call last):
     ...
-    fastapply.edits.EditError: SEARCH block 1 (snippet line 1) has more than one '=======' ...
+    fastapply.merge.edits.EditError: SEARCH block 1 (snippet line 1) has more than one '=======' ...
     """
     for hunk in plan.hunks:
         for old, _ in hunk.readings:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import DATA
 
-from fastapply.edits import parse_edit
 from fastapply.merge import apply_snippet
-from fastapply.precision import removals, review, strict_runs, unanchored_removals
+from fastapply.merge.edits import parse_edit
+from fastapply.merge.precision import removals, review, strict_runs, unanchored_removals
 
-VALID_SAMPLE = Path(__file__).with_name("data") / "multirepo-valid-sample.jsonl"
+VALID_SAMPLE = DATA / "multirepo-valid-sample.jsonl"
 PY = "import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TypeVar
 
-from fastapply._merge_costs import BLANK_WEIGHT, SIMILAR, SIMILAR_PROBES, UNIT, WorkBudget
+from fastapply.merge.costs import BLANK_WEIGHT, SIMILAR, SIMILAR_PROBES, UNIT, WorkBudget
 
 _WORD = re.compile(r"\w+|[^\w\s]+")
 T = TypeVar("T")

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from fastapply.edits import EditError
 from fastapply.merge import WorkBudget, apply_snippet
+from fastapply.merge.edits import EditError
 
 PY = "import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
 
@@ -122,7 +122,7 @@ def test_lines_found_everywhere_are_charged_before_the_locate_pass_runs() -> Non
     # Fenwick-tree steps and a bisection); counted at one, they passed the budget and
     # held a worker for 2 s before the alignment was refused. Now the pass is refused
     # by its charge, before it runs.
-    from fastapply._merge_lazy import LOCATE_WORK
+    from fastapply.merge.lazy import LOCATE_WORK
 
     text = "}\n" * 200_000 + "x\n"
     budget = WorkBudget()
@@ -152,8 +152,8 @@ def test_word_lookups_by_scanning_equal_the_whole_index(monkeypatch: pytest.Monk
     # WordIndex answers its first look-ups by scanning the lines (a small edit to a 3 MB
     # file built the whole word index for 0.65 s); it must give what the index gives,
     # for words, symbol runs and non-ASCII text, before and after it builds the index.
-    from fastapply import _merge_lines
-    from fastapply._merge_lines import INDEX_PASSES, WordIndex, key_exact, positions, word_index
+    from fastapply.merge import lines as _merge_lines
+    from fastapply.merge.lines import INDEX_PASSES, WordIndex, key_exact, positions, word_index
 
     monkeypatch.setattr(_merge_lines, "SCAN_CHARS", 0)  # scan even this small text
     rng = random.Random(7)

@@ -7,7 +7,7 @@ returning a wrong file. Each check is cheap (linear in the file, dictionary look
 The first and last hold for every correct merge by the snippet's own definition; the
 two between flag snippets with more than one reading, so they also refuse some right
 merges (about one per wrong merge caught; figures in docs/benchmarks.md). Findings are
-(1-based line, message) pairs; ``merge.py`` turns them into ``Uncertainty`` entries.
+(1-based line, message) pairs; ``apply.py`` turns them into ``Uncertainty`` entries.
 
 * **segments in order**: the lines of a lazy segment follow each other in the result
   (blank lines aside), and the segments come in snippet order. A segment split up, placed
@@ -15,10 +15,10 @@ merges (about one per wrong merge caught; figures in docs/benchmarks.md). Findin
 * **no change**: a lazy snippet with markers whose merge leaves the file as it was did
   not say what it meant (a deletion shown between generic lines is found as it stands).
 * **unshown removals between generic anchors** (:func:`unanchored_removals`, judged in
-  ``merge.py`` where the placements are known): a segment that only lines found at
+  ``apply.py`` where the placements are known): a segment that only lines found at
   several places anchor, and that removes lines the snippet never shows, fits beside any
   lookalike of its context; new code next to similar code reads as a rewrite of it.
-* **runs another reading explains as well** (:func:`strict_runs`, judged in ``merge.py``
+* **runs another reading explains as well** (:func:`strict_runs`, judged in ``apply.py``
   like the previous check): a removal beside a context line that recurs among the removed
   lines, any removal between generic lines, and an insertion beside a generic line
   whose lines nearly repeat the old lines around it (an edit read as an insertion).
@@ -34,7 +34,7 @@ line lies between two lines of one segment" (difflib's alignment of repeated lin
 it misfire), "a removal whose edge line repeats the segment's line beside it" (an
 ambiguous ``}``), and tree-sitter's "the result no longer parses where the original did".
 
->>> from fastapply.edits import parse_edit
+>>> from fastapply.merge.edits import parse_edit
 >>> plan = parse_edit("# ...\\nb = 2\\nc = 3\\n# ...\\n")
 >>> review(plan, "a = 1\\nb = 1\\nc = 3\\n", "a = 1\\nb = 2\\nc = 3\\n")
 []
@@ -53,7 +53,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fastapply.edits import EditPlan
+from fastapply.merge.edits import EditPlan
 
 __all__ = ["Removal", "removals", "review", "strict_runs", "unanchored_removals"]
 
@@ -143,7 +143,7 @@ def inline_markers(plan: EditPlan, original: str) -> list[tuple[int, str]]:
     """A finding for a snippet line with a marker inside it, after code, that the
     original lacks: the marker would be written into the file as code.
 
-    >>> from fastapply.edits import parse_edit
+    >>> from fastapply.merge.edits import parse_edit
     >>> plan = parse_edit("// ...\\nf(a, // ... existing ..., b);\\n")
     >>> inline_markers(plan, "f(a, x, b);\\n")[0][1][33:74]
     "a marker inside the line 'f(a, // ... exi"

@@ -1,12 +1,12 @@
 """The lazy merge's scores and limits (their use is described in
-:mod:`fastapply._merge_lazy`), the placement it returns and the work budget every merge
+:mod:`fastapply.merge.lazy`), the placement it returns and the work budget every merge
 spends from."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapply.edits import EditError
+from fastapply.merge.edits import EditError
 
 #: Score units per unique matched line (scores are integers to make ties exact).
 UNIT = 1000
@@ -105,7 +105,7 @@ class WorkBudget:
     >>> budget.spend(5)
     Traceback (most recent call last):
     ...
-    fastapply.edits.EditError: the merge needs more work than its budget (10 units) at lazy ...
+    fastapply.merge.edits.EditError: the merge needs more work than its budget (10 units) at ...
     """
 
     def __init__(self, units: int = MERGE_WORK) -> None:
