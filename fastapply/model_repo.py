@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapply.runtimes import RUNTIMES
+from fastapply.decoding.runtimes import RUNTIMES
 from fastapply.service import ServiceConfig
 
 MODEL_NAME = "fast_apply"

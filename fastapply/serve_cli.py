@@ -61,8 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", type=Path, help="tokenizer dir when not the model's")
     p.add_argument("--tiny-model", action="store_true",
                    help="serve the tiny random model built locally (torch runtime)")
-    from fastapply.prompts import FORMATS
-    from fastapply.runtimes import RUNTIMES
+    from fastapply.decoding.prompts import FORMATS
+    from fastapply.decoding.runtimes import RUNTIMES
     from fastapply.service import ServiceConfig
 
     p.add_argument("--runtime", choices=RUNTIMES, default=None,

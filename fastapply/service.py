@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fastapply.decoding.runtimes import RUNTIMES, Runtime
 from fastapply.metrics import Stats
-from fastapply.runtimes import RUNTIMES, Runtime
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -68,7 +68,7 @@ class ServiceConfig:
     engine_dir: str | None = None
     #: Tokenizer directory when it is not ``model_dir``.
     tokenizer_dir: str | None = None
-    #: kortix | morph (see fastapply.prompts).
+    #: kortix | morph (see fastapply.decoding.prompts).
     prompt_format: str = "kortix"
     #: Largest draft per verification step (K); 0 disables speculation.
     max_draft_len: int = 64
@@ -215,7 +215,7 @@ class FastApplyService:
             import fastapply.merge  # noqa: F401 - load now, not on the first request
 
     def _load_model(self) -> None:
-        from fastapply import prompts
+        from fastapply.decoding import prompts
 
         cfg = self.config
         self.format = prompts.get_format(cfg.prompt_format)
@@ -296,8 +296,8 @@ class FastApplyService:
     def _apply_model(self, original: str, snippet: str, instruction: str | None,
                      max_tokens: int | None, on_delta: Callable[[str], None] | None,
                      cancelled: Callable[[], bool]) -> ApplyResult:
-        from fastapply import prompts
-        from fastapply.speculate import ContextLimitError, TextStream
+        from fastapply.decoding import prompts
+        from fastapply.decoding.speculate import ContextLimitError, TextStream
 
         tok, runtime = self.tokenizer, self.runtime
         assert runtime is not None
@@ -348,19 +348,19 @@ class FastApplyService:
 def make_runtime(config: ServiceConfig) -> Runtime:
     """Instantiate the configured model runtime."""
     if config.runtime == "torch":
-        from fastapply.runtimes.torch import TorchRuntime
+        from fastapply.decoding.runtimes.torch import TorchRuntime
 
         assert config.model_dir is not None
         return TorchRuntime(config.model_dir, device=config.device, dtype=config.dtype,
                             context_limit=config.context_limit)
     if config.runtime == "trtllm-engine":
-        from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime
+        from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime
 
         return TrtllmEngineRuntime(config.engine_dir or config.model_dir,
                                    max_draft_len=config.max_draft_len,
                                    context_limit=config.context_limit)
     if config.runtime == "trtllm-pytorch":
-        from fastapply.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
+        from fastapply.decoding.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
         return TrtllmPytorchRuntime(config.model_dir, max_draft_len=config.max_draft_len,
                                     context_limit=config.context_limit)

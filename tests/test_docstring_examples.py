@@ -8,17 +8,16 @@ import importlib
 import pytest
 
 MODULES = [
-    "fastapply.merge.edits", "fastapply.merge", "fastapply.merge.apply", "fastapply.drafting",
-    "fastapply.prompts",
-    "fastapply.merge.formats",
-    "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
-    "fastapply.bench.merge_shapes", "fastapply.merge.lazy", "fastapply.merge.costs",
-    "fastapply.merge.lines", "fastapply.merge.locate", "fastapply.merge.align",
-    "fastapply.merge.definitions", "fastapply.merge.text", "fastapply.merge.guess",
-    "fastapply.merge.indent", "fastapply.merge.precision", "fastapply.corpus.languages",
-    "fastapply.corpus.snippets", "fastapply.corpus.split", "fastapply.corpus.verify",
-    "fastapply.bench.baselines", "fastapply.model_repo", "fastapply.http_guard",
-    "fastapply.http_generate", "fastapply.http_checks",
+    "fastapply.merge.edits", "fastapply.merge", "fastapply.merge.apply",
+    "fastapply.decoding.drafting", "fastapply.decoding.prompts", "fastapply.merge.formats",
+    "fastapply.decoding.speculate", "fastapply.service", "fastapply.bench.common",
+    "fastapply.bench.merge", "fastapply.bench.merge_shapes", "fastapply.merge.lazy",
+    "fastapply.merge.costs", "fastapply.merge.lines", "fastapply.merge.locate",
+    "fastapply.merge.align", "fastapply.merge.definitions", "fastapply.merge.text",
+    "fastapply.merge.guess", "fastapply.merge.indent", "fastapply.merge.precision",
+    "fastapply.corpus.languages", "fastapply.corpus.snippets", "fastapply.corpus.split",
+    "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.model_repo",
+    "fastapply.http_guard", "fastapply.http_generate", "fastapply.http_checks",
 ]
 
 
@@ -27,5 +26,5 @@ def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
-    if name in ("fastapply.drafting", "fastapply.merge", "fastapply.merge.edits"):
+    if name in ("fastapply.decoding.drafting", "fastapply.merge", "fastapply.merge.edits"):
         assert result.attempted > 0, f"{name} should carry worked examples"

@@ -274,7 +274,7 @@ def test_parity_figures_from_mergers(tiny: Path) -> None:
             self.off_at_3 = off_at_3
 
         def generate(self, request: Any, on_tokens: Any = None) -> Any:
-            from fastapply.speculate import Generation
+            from fastapply.decoding.speculate import Generation
 
             out = request.sources[0][: request.max_new_tokens]
             if self.off_at_3:
@@ -338,8 +338,8 @@ def test_the_chart_uses_the_layout_and_runtime_names_the_code_defines() -> None:
         "engine": layout.ENGINE, "modelRepository": layout.MODEL_REPOSITORY}
     serve = yaml.safe_load((chart / "values.yaml").read_text())["serve"]
     assert (serve["enginePath"], serve["tokenizerPath"]) == (layout.ENGINE, layout.QUANTIZED_HF)
-    # and the runtime names are fastapply.runtimes' own
-    from fastapply.runtimes import RUNTIMES
+    # and the runtime names are fastapply.decoding.runtimes' own
+    from fastapply.decoding.runtimes import RUNTIMES
 
     schema = json.loads((chart / "values.schema.json").read_text())
     assert sorted(schema["properties"]["serve"]["properties"]["runtime"]["enum"]) == sorted(

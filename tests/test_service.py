@@ -137,7 +137,7 @@ def test_a_prompt_over_the_context_is_refused_before_the_drafts_are_built(
     # The drafter's sources (a deterministic merge, then three texts tokenized) cost
     # twice the prompt's tokenizing: a 3.9 MB file took 16 s to refuse, 5 s of it for
     # the prompt. Counted here as the characters handed to the tokenizer.
-    from fastapply import prompts
+    from fastapply.decoding import prompts
 
     _, spec, _ = tiny_services
     encoded: list[int] = []

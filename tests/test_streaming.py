@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from fastapply.prompts import KORTIX, MORPH, StreamExtractor
+from fastapply.decoding.prompts import KORTIX, MORPH, StreamExtractor
 
 transformers = pytest.importorskip("transformers")
 
-from fastapply.speculate import TextStream  # noqa: E402
+from fastapply.decoding.speculate import TextStream  # noqa: E402
 from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
 
 TEXT = "naïve = '日本語のテキスト' 🚀🚀 # ünïcödé\r\n\tcafé ∑ x² → done\n"

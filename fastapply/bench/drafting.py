@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
     from fastapply.bench.baselines import OriginalCursorDrafter, PromptLookupDrafter, simulate
-    from fastapply.drafting import Drafter, SpeculativeEditsDrafter
+    from fastapply.decoding.drafting import Drafter, SpeculativeEditsDrafter
 
     if args.tokenizer is None:
         from fastapply.tinymodel import ensure_tiny_model

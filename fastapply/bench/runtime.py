@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import AutoTokenizer
 
-    from fastapply import prompts
-    from fastapply.runtimes.torch import TorchRuntime
+    from fastapply.decoding import prompts
+    from fastapply.decoding.runtimes.torch import TorchRuntime
     from fastapply.tinymodel import ensure_tiny_model
 
     model_dir = args.model or ensure_tiny_model()

@@ -29,8 +29,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapply.runtimes import Runtime
-from fastapply.runtimes.torch import TorchRuntime
+from fastapply.decoding.runtimes import Runtime
+from fastapply.decoding.runtimes.torch import TorchRuntime
 
 #: Tokens of context shown on each side of a divergence.
 CONTEXT_TOKENS = 8
@@ -82,7 +82,7 @@ def parity(records: list[dict[str, Any]], tokenizer: Any, prompt_format: str,
            reference: Runtime, candidate: Runtime, max_tokens: int,
            max_draft_len: int) -> dict[str, Any]:
     """Merge ``records`` on both runtimes; return the figures (exact_match_rate etc.)."""
-    from fastapply import prompts
+    from fastapply.decoding import prompts
     from fastapply.engine_build.quantize import record_snippet
 
     fmt = prompts.get_format(prompt_format)

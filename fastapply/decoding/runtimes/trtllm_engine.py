@@ -19,7 +19,7 @@ it. Each verification step is one request::
 and the session waits for that request's own response id
 (``executor.await_responses(request_id, timeout)``, thread-safe in the executor).
 ``end_id`` is -1 so the executor never stops by itself: stop tokens are handled by
-:func:`fastapply.speculate.generate` like for every other runtime.
+:func:`fastapply.decoding.speculate.generate` like for every other runtime.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from fastapply.runtimes import SessionRuntime
+from fastapply.decoding.runtimes import SessionRuntime
 
 #: NGC Triton image whose TensorRT-LLM is 1.2.x (the last line with trtllm-build engines).
 #: triton-inference-server/server#8805 (2026-05-29): "tritonserver:26.05-trtllm-python-py3
@@ -119,7 +119,7 @@ class TrtllmEngineRuntime(SessionRuntime):
         self.context_limit = min(engine_limit, context_limit or engine_limit)
         #: Drafts are clipped to what the engine was built for.
         self.max_draft_len = min(max_draft_len, limits["max_draft_len"] or max_draft_len)
-        #: Stop tokens come from the tokenizer (fastapply.prompts.stop_token_ids).
+        #: Stop tokens come from the tokenizer (fastapply.decoding.prompts.stop_token_ids).
         self.eos_token_id: int | list[int] | None = None
         self.timeout = timedelta(seconds=timeout_s)
 

@@ -20,10 +20,10 @@ pytest.importorskip("transformers")
 
 import trtllm_standin
 
-from fastapply import prompts
-from fastapply.drafting import NoDrafter
+from fastapply.decoding import prompts
+from fastapply.decoding.drafting import NoDrafter
+from fastapply.decoding.speculate import GenerationRequest, generate
 from fastapply.examples import load_edits
-from fastapply.speculate import GenerationRequest, generate
 from fastapply.tinymodel import ensure_tiny_model
 
 ENGINE_MAX_DRAFT = 8
@@ -64,7 +64,7 @@ def prompt_for(tokenizer: Any, rec: dict[str, Any]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def torch_rt(tiny: Path) -> Any:
-    from fastapply.runtimes.torch import TorchRuntime
+    from fastapply.decoding.runtimes.torch import TorchRuntime
 
     return TorchRuntime(tiny, device="cpu", dtype="float32")
 
@@ -86,7 +86,7 @@ def engine_dir(tmp_path: Path, tiny: Path) -> Path:
 
 @pytest.fixture
 def engine_rt(monkeypatch: pytest.MonkeyPatch, engine_dir: Path) -> Any:
-    from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime
+    from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime
 
     trtllm_standin.install(monkeypatch)
     rt = TrtllmEngineRuntime(engine_dir, max_draft_len=64)
@@ -98,8 +98,8 @@ def engine_rt(monkeypatch: pytest.MonkeyPatch, engine_dir: Path) -> Any:
 
 
 def test_clear_error_without_tensorrt_llm(engine_dir: Path, tiny: Path) -> None:
-    from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime, TrtllmNotInstalled
-    from fastapply.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
+    from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime, TrtllmNotInstalled
+    from fastapply.decoding.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
     for make in (lambda: TrtllmEngineRuntime(engine_dir),
                  lambda: TrtllmPytorchRuntime(tiny)):
@@ -162,7 +162,7 @@ def test_stop_token_ends_generation(engine_rt: Any, torch_rt: Any, tokenizer: An
 def test_draft_longer_than_budget(monkeypatch: pytest.MonkeyPatch, engine_dir: Path,
                                   torch_rt: Any, tokenizer: Any,
                                   records: list[dict[str, Any]]) -> None:
-    from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime
+    from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime
 
     trtllm_standin.install(monkeypatch)
     prompt = prompt_for(tokenizer, records[3])
@@ -216,7 +216,7 @@ def test_concurrent_sessions_share_the_executor(engine_rt: Any, torch_rt: Any, t
 
 @pytest.fixture
 def pytorch_rt(monkeypatch: pytest.MonkeyPatch, tiny: Path) -> Any:
-    from fastapply.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
+    from fastapply.decoding.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
     trtllm_standin.install(monkeypatch)
     return TrtllmPytorchRuntime(tiny, max_draft_len=8)
@@ -256,7 +256,7 @@ def test_pytorch_backend_streams_and_stops(pytorch_rt: Any, torch_rt: Any, token
 
 
 def test_draft_registry_per_request_state() -> None:
-    from fastapply.runtimes.trtllm_pytorch import DraftRegistry
+    from fastapply.decoding.runtimes.trtllm_pytorch import DraftRegistry
 
     reg = DraftRegistry(max_draft_len=4)
     prompt, source = [1, 2, 3], [10, 11, 12, 13, 14, 15]

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from fastapply import drafting
 from fastapply.bench.baselines import OriginalCursorDrafter, PromptLookupDrafter, simulate
-from fastapply.drafting import SpeculativeEditsDrafter, find_resync
+from fastapply.decoding import drafting
+from fastapply.decoding.drafting import SpeculativeEditsDrafter, find_resync
 
 
 def test_perfect_source_reaches_the_bound() -> None:

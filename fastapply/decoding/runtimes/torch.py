@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapply.runtimes import SessionRuntime
+from fastapply.decoding.runtimes import SessionRuntime
 
 
 class ModelLoadError(ValueError):
@@ -36,7 +36,7 @@ def resolve_device_dtype(device: str | None, dtype: str | None) -> tuple[str, st
 
 
 class TorchSession:
-    """One request's KV cache. See :class:`fastapply.runtimes.Session`."""
+    """One request's KV cache. See :class:`fastapply.decoding.runtimes.Session`."""
 
     def __init__(self, runtime: TorchRuntime, prompt_ids: list[int]) -> None:
         from transformers import DynamicCache

@@ -6,8 +6,8 @@ NOT RUN ON A MACHINE WITH TENSORRT-LLM. Written against the upstream 1.2.x sourc
 against the stand-in in ``tests/trtllm_standin.py``.
 
 This backend runs the whole generation loop itself, so the runtime offers no sessions:
-it implements :class:`fastapply.runtimes.Runtime`'s ``generate(request)`` directly, with
-the budget, stop and statistics rules of :mod:`fastapply.speculate`::
+it implements :class:`fastapply.decoding.runtimes.Runtime`'s ``generate(request)`` directly, with
+the budget, stop and statistics rules of :mod:`fastapply.decoding.speculate`::
 
     llm = LLM(model=fp8_hf_checkpoint,
               speculative_config=UserProvidedDecodingConfig(max_draft_len=K, drafter=d),
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapply.runtimes.trtllm_engine import import_module
-from fastapply.speculate import Generation, GenerationRequest, cut_at_stop, finish, start
+from fastapply.decoding.runtimes.trtllm_engine import import_module
+from fastapply.decoding.speculate import Generation, GenerationRequest, cut_at_stop, finish, start
 
 
 @dataclass
@@ -77,7 +77,7 @@ class DraftRegistry:
     def propose(self, request_id: int, tokens: list[int], prompt_len: int,
                 max_new_tokens: int) -> list[int]:
         """Draft for one request: ``tokens`` is prompt + output so far."""
-        from fastapply.drafting import SpeculativeEditsDrafter
+        from fastapply.decoding.drafting import SpeculativeEditsDrafter
 
         with self._lock:
             drafter = self._by_request.get(request_id)
@@ -135,7 +135,7 @@ def _model_context(model_dir: Path) -> int:
 class TrtllmPytorchRuntime:
     """An FP8 HF checkpoint on TensorRT-LLM's PyTorch backend; see the module docstring.
 
-    A :class:`fastapply.runtimes.Runtime`: the backend runs the loop, so there are no
+    A :class:`fastapply.decoding.runtimes.Runtime`: the backend runs the loop, so there are no
     sessions, and drafts are at most the ``max_draft_len`` the LLM was created with.
     """
 

@@ -15,9 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from fastapply.drafting import NoDrafter  # noqa: E402
-from fastapply.runtimes.torch import TorchRuntime  # noqa: E402
-from fastapply.speculate import ContextLimitError, generate  # noqa: E402
+from fastapply.decoding.drafting import NoDrafter  # noqa: E402
+from fastapply.decoding.runtimes.torch import TorchRuntime  # noqa: E402
+from fastapply.decoding.speculate import ContextLimitError, generate  # noqa: E402
 from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
 
 N_TOKENS = 120

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fastapply.speculate import GenerationRequest
+    from fastapply.decoding.speculate import GenerationRequest
 
 KORTIX_SYSTEM = (
     "You are a coding assistant that helps merge code updates, ensuring every "
@@ -272,7 +272,7 @@ def build_request(tokenizer: Any, fmt: PromptFormat, original: str, snippet: str
     the sources are merged and tokenized (twice the prompt's work: a 3.9 MB file took
     16 s to refuse, 5 s of it for the prompt); one clearly over it is refused after
     counting only as much of it as the limit (:func:`count_past`)."""
-    from fastapply.speculate import ContextLimitError, GenerationRequest, check_context
+    from fastapply.decoding.speculate import ContextLimitError, GenerationRequest, check_context
 
     if context_limit is not None:
         over = count_past(tokenizer, (original, snippet, instruction or ""), context_limit)

@@ -1,4 +1,4 @@
-"""The verification loop: speculative decoding over any :mod:`fastapply.runtimes` session.
+"""The verification loop: speculative decoding over any :mod:`fastapply.decoding.runtimes` session.
 
 Each step the drafter proposes up to K tokens; one forward pass over
 ``[last token] + draft`` (shape ``[1, 1 + K]``) yields the model's argmax at every
@@ -13,7 +13,7 @@ Every accepted token is what greedy decoding would have produced at that positio
 the output equals greedy decoding token for token (exactly in float32; see DESIGN.md on
 bf16/fp8). Speculation changes only the number of forward passes.
 
-A :class:`GenerationRequest` (built once, by :func:`fastapply.prompts.build_request`)
+A :class:`GenerationRequest` (built once, by :func:`fastapply.decoding.prompts.build_request`)
 says what to generate: prompt ids, the drafter's sources, stop ids, the token budget.
 Every runtime answers it with ``runtime.generate(request) -> Generation``: session
 runtimes through :func:`generate` below, TensorRT-LLM's PyTorch backend through its own
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from fastapply.metrics import Stats
 
 if TYPE_CHECKING:
-    from fastapply.drafting import Drafter
-    from fastapply.runtimes import SessionRuntime
+    from fastapply.decoding.drafting import Drafter
+    from fastapply.decoding.runtimes import SessionRuntime
 
 
 class ContextLimitError(ValueError):
@@ -44,7 +44,7 @@ class ContextLimitError(ValueError):
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """What one merge asks of a runtime (built by :func:`fastapply.prompts.build_request`)."""
+    """What one merge asks of a runtime (built by :func:`.prompts.build_request`)."""
 
     #: The prompt's token ids.
     prompt_ids: list[int]

@@ -1,15 +1,15 @@
 """Runtimes: one module per engine behind one small protocol.
 
-Every runtime answers a :class:`~fastapply.speculate.GenerationRequest` (prompt ids,
-drafter sources, stop ids, budget) with a :class:`~fastapply.speculate.Generation`::
+Every runtime answers a :class:`~fastapply.decoding.speculate.GenerationRequest` (prompt ids,
+drafter sources, stop ids, budget) with a :class:`~fastapply.decoding.speculate.Generation`::
 
     gen = runtime.generate(request, on_tokens=stream)   # Runtime: what callers use
 
 Most runtimes only run single verification steps: they subclass :class:`SessionRuntime`,
-whose ``generate`` drives their sessions through :func:`fastapply.speculate.generate`
+whose ``generate`` drives their sessions through :func:`fastapply.decoding.speculate.generate`
 with the speculative-edits drafter. A runtime whose engine runs the loop itself
 (TensorRT-LLM's PyTorch backend) implements ``generate`` directly, with the budget, stop
-and statistics rules of :mod:`fastapply.speculate`.
+and statistics rules of :mod:`fastapply.decoding.speculate`.
 
 A session runtime turns a prompt into a :class:`Session`; a session runs verification
 steps::
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from fastapply.speculate import Generation, GenerationRequest
+    from fastapply.decoding.speculate import Generation, GenerationRequest
 
 #: The runtime names a service can be configured with (the one list of them).
 RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
@@ -92,9 +92,9 @@ class SessionRuntime(abc.ABC):
 
     def generate(self, request: GenerationRequest,
                  on_tokens: Callable[[list[int]], None] | None = None) -> Generation:
-        """:func:`fastapply.speculate.generate` with the speculative-edits drafter."""
-        from fastapply.drafting import SpeculativeEditsDrafter
-        from fastapply.speculate import generate
+        """:func:`fastapply.decoding.speculate.generate` with the speculative-edits drafter."""
+        from fastapply.decoding.drafting import SpeculativeEditsDrafter
+        from fastapply.decoding.speculate import generate
 
         drafter = SpeculativeEditsDrafter(request.sources, max_k=request.max_draft_len)
         return generate(self, request.prompt_ids, drafter,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from fastapply.prompts import KORTIX, MORPH, get_format
+from fastapply.decoding.prompts import KORTIX, MORPH, get_format
 
 transformers = pytest.importorskip("transformers")
 
-from fastapply.prompts import build_prompt_ids, render_prompt, stop_token_ids  # noqa: E402
+from fastapply.decoding.prompts import build_prompt_ids, render_prompt, stop_token_ids  # noqa: E402
 from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
 
 
@@ -81,8 +81,8 @@ class _Counting:
 def test_a_file_far_over_the_context_is_refused_after_counting_a_little_of_it(tokenizer):
     # A 2.4 MB file for an 8k context was tokenized whole (4.6 s at 4 MB) only to be
     # refused; now counting stops once it has clearly passed the limit.
-    from fastapply.prompts import build_request
-    from fastapply.speculate import ContextLimitError
+    from fastapply.decoding.prompts import build_request
+    from fastapply.decoding.speculate import ContextLimitError
 
     code = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(60_000))
     counting = _Counting(tokenizer)
