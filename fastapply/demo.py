@@ -62,8 +62,8 @@ def print_stats(stats: Stats) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fastapply.client import FastApplyClient, FastApplyError
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import ServerError, TritonServer
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import ServerError, TritonServer
 
     edit = pick_example(args.example)
     params: dict[str, Any] = {"runtime": "deterministic"}

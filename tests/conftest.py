@@ -52,8 +52,8 @@ def corpus() -> list[dict[str, Any]]:
 
 def start_server(tmp_path_factory: pytest.TempPathFactory, **params: Any) -> Any:
     """Render a repository with ``params`` and start a server on it (skip if none)."""
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import ServerError, TritonServer, find_server
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import ServerError, TritonServer, find_server
 
     try:
         find_server()

@@ -16,8 +16,8 @@ MODULES = [
     "fastapply.merge.align", "fastapply.merge.definitions", "fastapply.merge.text",
     "fastapply.merge.guess", "fastapply.merge.indent", "fastapply.merge.precision",
     "fastapply.corpus.languages", "fastapply.corpus.snippets", "fastapply.corpus.split",
-    "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.model_repo",
-    "fastapply.http_guard", "fastapply.http_generate", "fastapply.http_checks",
+    "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.server.model_repo",
+    "fastapply.server.http.guard", "fastapply.server.http.generate", "fastapply.server.http.checks",
 ]
 
 

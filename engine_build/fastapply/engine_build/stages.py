@@ -227,7 +227,7 @@ def render_params(build: Build) -> dict[str, Any]:
 
 
 def render_stage(build: Build) -> dict[str, Any]:
-    from fastapply.model_repo import render_repository  # it refuses unfilled placeholders
+    from fastapply.server.model_repo import render_repository  # it refuses unfilled placeholders
 
     out = render_repository(build.path(layout.MODEL_REPOSITORY), **render_params(build))
     return {"status": "done", "model_repository": str(out), "runtime": build.profile.runtime}

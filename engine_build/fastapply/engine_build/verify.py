@@ -145,9 +145,9 @@ def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_token
     """Merges served by tritonserver (torch runtime, CPU float32) vs in-process ones."""
     from fastapply.client.grpc import FastApplyClient
     from fastapply.engine_build.quantize import record_snippet
-    from fastapply.model_repo import render_repository
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import TritonServer
     from fastapply.service import FastApplyService, IncompleteOutput, ServiceConfig
-    from fastapply.serving import TritonServer
 
     params: dict[str, Any] = {"runtime": "torch", "model_dir": str(model_dir), "device": "cpu",
               "dtype": "float32", "prompt_format": prompt_format}

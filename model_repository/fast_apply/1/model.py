@@ -190,18 +190,18 @@ class TritonPythonModel:
     success. Every request ends with a response flagged
     ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``, also on failure.
 
-    Parameters (config.pbtxt, rendered by fastapply.model_repo) map onto ServiceConfig.
+    Parameters (config.pbtxt, rendered by fastapply.server.model_repo) map onto ServiceConfig.
     """
 
     def initialize(self, args: dict[str, Any]) -> None:
-        from fastapply import lifecycle
         from fastapply.metrics import (
             PROMETHEUS_COUNTERS,
             PROMETHEUS_LATENCY,
             PROMETHEUS_QUEUE,
             PROMETHEUS_REQUESTS,
         )
-        from fastapply.model_repo import config_from_parameters
+        from fastapply.server import lifecycle
+        from fastapply.server.model_repo import config_from_parameters
         from fastapply.service import FastApplyService, InvalidRequest, RequestCancelled, as_flag
 
         model_config = json.loads(args["model_config"])
@@ -230,7 +230,7 @@ class TritonPythonModel:
         metrics["total_ms"] = family(*PROMETHEUS_LATENCY).Metric(labels={})
         requests = family(*PROMETHEUS_REQUESTS)
         metrics.update({o: requests.Metric(labels={"outcome": o}) for o in OUTCOMES})
-        # The backlog the model keeps from Triton (see fastapply.lifecycle): two gauges
+        # The backlog the model keeps from Triton (see fastapply.server.lifecycle): two gauges
         # (queued, in_flight) and the queue-time counter.
         *levels, queue_time = PROMETHEUS_QUEUE
         gauges = {name: family(name, text, pb_utils.MetricFamily.GAUGE).Metric(labels={})

@@ -1,4 +1,4 @@
-"""``generate`` through :mod:`fastapply.http_guard`: sent as a stream, answered whole.
+"""``generate`` through :mod:`fastapply.server.http.guard`: sent as a stream, answered whole.
 
 Triton 2.51 never cancels a ``generate`` request whose client went away: the model
 generated on to the end and counted a success. It cancels a ``generate_stream``, but
@@ -26,7 +26,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapply.http_upstream import Upstream, UpstreamError
+from fastapply.server.http.upstream import Upstream, UpstreamError
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -70,7 +70,7 @@ async def respond_json(send: Send, status: int, body: bytes) -> None:
 
 
 def _dumps(data: Any) -> bytes:
-    # surrogateescape: bytes that were not UTF-8 (fastapply.http_checks.parse_body) go
+    # surrogateescape: bytes that were not UTF-8 (fastapply.server.http.checks.parse_body) go
     # back out as they came, for the model to name
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "surrogateescape")

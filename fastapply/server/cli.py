@@ -1,4 +1,4 @@
-"""``fastapply serve``: the command line around :class:`fastapply.serving.TritonServer`.
+"""``fastapply serve``: the command line around :class:`fastapply.server.triton.TritonServer`.
 
 Renders a model repository from the arguments (or takes ``--model-repository``), starts
 the server (and the OpenAI front with ``--openai-port``), prints where it listens, and on
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fastapply.serving import (
+from fastapply.server.triton import (
     ADMIN_APIS,
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -80,12 +80,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=_port, default=8002)
     p.add_argument("--http-guard", choices=["on", "off"], default="on",
                    help="on (default): the HTTP port answers client errors in generate "
-                        "requests with 400 and a message (fastapply.http_guard) and relays "
+                        "requests with 400 and a message (fastapply.server.http.guard) and relays "
                         "the rest to tritonserver on a loopback port; off: tritonserver's "
                         "own HTTP on the port, as is (500 for such errors)")
     p.add_argument("--openai-port", type=lambda t: 0 if t.strip() == "0" else _port(t), default=0,
                    help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
-                        "(fastapply.openai_server; 0: off)")
+                        "(fastapply.server.openai.server; 0: off)")
     p.add_argument("--grace-period-s", type=_grace_period_s, default=DEFAULT_GRACE_PERIOD_S,
                    help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
                         "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
@@ -96,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
     """Render a repository from serve/demo arguments."""
-    from fastapply.model_repo import render_repository
+    from fastapply.server.model_repo import render_repository
 
     model = args.model
     if getattr(args, "tiny_model", False):
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         front = None
         try:
             if getattr(args, "openai_port", 0):
-                from fastapply.openai_server import OpenAIFront
+                from fastapply.server.openai.server import OpenAIFront
 
                 front = OpenAIFront(server.grpc_url, host=args.host, port=args.openai_port)
                 front.start()

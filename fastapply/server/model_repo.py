@@ -11,7 +11,7 @@ string parameters of ``config.pbtxt`` back into a ServiceConfig.
 >>> fill("name: ${a} ${b}", {"a": "x"})
 Traceback (most recent call last):
 ...
-fastapply.model_repo.RenderError: placeholder(s) left unfilled: ${b}
+fastapply.server.model_repo.RenderError: placeholder(s) left unfilled: ${b}
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fastapply.metrics import Stats
-from fastapply.openai_api import (
+from fastapply.server.openai.api import (
     ApiError,
     chat_chunk,
     chat_completion,
@@ -267,7 +267,7 @@ def test_unclosed_instruction_tags_take_linear_work() -> None:
     import subprocess
     import sys
 
-    code = ("from fastapply.openai_api import split_tags\n"
+    code = ("from fastapply.server.openai.api import split_tags\n"
             "print(split_tags('<instruction>' * 100_000 + '<code>a</code><update>b</update>'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout
@@ -277,7 +277,7 @@ def test_unclosed_instruction_tags_take_linear_work() -> None:
 def test_docstring_examples() -> None:
     import doctest
 
-    import fastapply.openai_api
+    import fastapply.server.openai.api
 
-    result = doctest.testmod(fastapply.openai_api)
+    result = doctest.testmod(fastapply.server.openai.api)
     assert result.failed == 0 and result.attempted > 0

@@ -1,5 +1,6 @@
 """Run a real tritonserver with the fast_apply model (the ``fastapply serve`` command
-around it is :mod:`fastapply.serve_cli`; child-process plumbing is :mod:`fastapply.processes`).
+around it is :mod:`fastapply.server.cli`; child-process plumbing is
+:mod:`fastapply.server.processes`).
 
 :class:`TritonServer` finds the server binary (the system one inside NVIDIA's container,
 ``/opt/tritonserver/bin/tritonserver``, else the one the ``nvidia-pytriton`` wheel ships),
@@ -16,7 +17,7 @@ ADMIN_HEADER (gRPC: ``triton-grpc-protocol-`` + ADMIN_HEADER) with the operator'
 ``$FASTAPPLY_ADMIN_KEY`` for ``fastapply serve``; without one, a random key nobody knows
 closes them. Health, metadata and inference stay open.
 
-The HTTP port is served by :mod:`fastapply.http_guard` (``http_guard=True``, the
+The HTTP port is served by :mod:`fastapply.server.http.guard` (``http_guard=True``, the
 default): it answers client errors in generate requests with 400 and a message where
 Triton's own parsing answers 500, and relays everything else to tritonserver's HTTP,
 which then listens on a loopback port of its own (``triton_http_port``).
@@ -42,10 +43,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from fastapply.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
+from fastapply.server.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
 
-# Also imported from here by fastapply.http_guard, fastapply.openai_server and the tests.
-from fastapply.processes import free_port, spawn_server
+# Also imported from here by fastapply.server.http.guard, fastapply.server.openai.server and
+# the tests.
+from fastapply.server.processes import free_port, spawn_server
 
 SYSTEM_TRITON = Path("/opt/tritonserver")
 
@@ -156,7 +158,7 @@ class TritonServer:
 
     :meth:`stop` drains: requests in flight get ``grace_period_s`` to finish (new ones
     are refused by Triton once it has the SIGTERM), the rest are answered
-    ``UNAVAILABLE`` by the model; it returns what was dropped (see fastapply.lifecycle).
+    ``UNAVAILABLE`` by the model; it returns what was dropped (see fastapply.server.lifecycle).
     """
 
     def __init__(self, model_repository: str | Path, host: str = "127.0.0.1",
@@ -178,7 +180,7 @@ class TritonServer:
         #: tritonserver's own HTTP port: on loopback behind the guard, else the public one
         self.triton_http_port = free_port() if http_guard else self.http_port
         self.http_guard = http_guard
-        self.guard: subprocess.Popen[bytes] | None = None  # fastapply.http_guard
+        self.guard: subprocess.Popen[bytes] | None = None  # fastapply.server.http.guard
         self.metrics_port = metrics_port or free_port()
         self.startup_timeout_s = startup_timeout_s
         self.grace_period_s = grace_period_s
@@ -186,7 +188,7 @@ class TritonServer:
         self.log_path = Path(log_path) if log_path else Path(
             tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         self.process: subprocess.Popen[bytes] | None = None
-        self._shutdown_dir: Path | None = None  # shared with the model (fastapply.lifecycle)
+        self._shutdown_dir: Path | None = None  # shared with the model (fastapply.server.lifecycle)
 
     @property
     def grpc_url(self) -> str:
@@ -255,7 +257,7 @@ class TritonServer:
                *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
                  for option in ("--http-restricted-api", "--grpc-restricted-protocol"))]
         if self.http_guard:
-            from fastapply import http_guard
+            from fastapply.server.http import guard as http_guard
 
             self.guard = http_guard.spawn(f"127.0.0.1:{self.triton_http_port}", self.host,
                                           self.http_port, self.guard_log_path)
@@ -301,7 +303,7 @@ class TritonServer:
         line per request the model answered UNAVAILABLE or the server dropped, per crash
         sign in the log; empty after a clean drain.
 
-        Asks the model to finish by now + grace period (fastapply.lifecycle), SIGTERMs
+        Asks the model to finish by now + grace period (fastapply.server.lifecycle), SIGTERMs
         the server (Triton refuses new requests from then on and unloads the model once
         every request had its final response), and kills it if it is still there
         ``KILL_AFTER_S`` after its exit timeout. The server runs in a session of its
@@ -326,7 +328,7 @@ class TritonServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
         # The guard goes last: it relays the answers of the drain.
-        from fastapply import http_guard
+        from fastapply.server.http import guard as http_guard
 
         guard, self.guard = self.guard, None
         problem = http_guard.stop(guard) if guard is not None else None
@@ -344,7 +346,7 @@ class TritonServer:
 
         Triton keeps the model loaded, and itself running, while a client holds a gRPC
         stream open, even an idle one; once the model says it answered everything
-        (fastapply.lifecycle.drained) and its answers had ``SETTLE_S`` to reach the
+        (fastapply.server.lifecycle.drained) and its answers had ``SETTLE_S`` to reach the
         clients, killing the server drops nothing.
         """
         deadline_s = time.monotonic() + self.exit_timeout_s + KILL_AFTER_S

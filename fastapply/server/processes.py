@@ -2,8 +2,8 @@
 
 :func:`spawn_server` starts one in a session of its own that dies with its owner;
 :func:`free_port` picks a port for it. Nothing here knows about Triton: the servers
-themselves are in :mod:`fastapply.serving`, :mod:`fastapply.http_guard` and
-:mod:`fastapply.openai_server`.
+themselves are in :mod:`fastapply.server.triton`, :mod:`fastapply.server.http.guard` and
+:mod:`fastapply.server.openai.server`.
 """
 
 from __future__ import annotations

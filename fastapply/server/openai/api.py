@@ -1,6 +1,6 @@
 """The OpenAI, Morph and Relace request and response shapes, as pure functions.
 
-``fastapply.openai_server`` is the thin HTTP layer around these; everything here works
+``fastapply.server.openai.server`` is the thin HTTP layer around these; everything here works
 on plain dicts and strings, so it is tested without a server.
 
 Three ways to ask for a merge, all answered from the same gRPC call:
@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fastapply.http_checks import lone_surrogate
 from fastapply.metrics import Stats
+from fastapply.server.http.checks import lone_surrogate
 
 #: Model names /v1/models lists; any other name is accepted as well.
 MODEL_IDS = ("fast_apply", "auto", "morph-v3-fast", "morph-v3-large", "relace-apply-3")
@@ -81,7 +81,7 @@ def parse_json(body: bytes) -> dict[str, Any]:
     >>> parse_json(b'[1]')
     Traceback (most recent call last):
     ...
-    fastapply.openai_api.ApiError: the request body must be a JSON object, not a list
+    fastapply.server.openai.api.ApiError: the request body must be a JSON object, not a list
     """
     if not body.strip():
         raise ApiError(400, "the request body is empty; send a JSON object",

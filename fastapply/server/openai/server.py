@@ -1,6 +1,6 @@
 """HTTP front for OpenAI, Morph and Relace clients, beside Triton (Starlette + uvicorn).
 
-Routes (request and response shapes in :mod:`fastapply.openai_api`):
+Routes (request and response shapes in :mod:`fastapply.server.openai.api`):
 
 * ``POST /v1/chat/completions`` (also ``/v1/apply/chat/completions``, Relace's
   OpenAI-compatible base URL ``.../v1/apply``): Morph/Relace tags or Predicted Outputs;
@@ -21,7 +21,7 @@ the server's); a stream that fails later ends with an ``{"error": ...}`` event a
 ``[DONE]``; a merged file cut off by the token budget is an error, never a success.
 
 Run: ``fastapply serve --openai-port 8080`` (beside its Triton), or standalone against a
-running Triton: ``python -m fastapply.openai_server --grpc-url HOST:8001 --port 8080``.
+running Triton: ``python -m fastapply.server.openai.server --grpc-url HOST:8001 --port 8080``.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from fastapply.http_guard import DEFAULT_MAX_BODY_BYTES
 from fastapply.metrics import Stats
-from fastapply.openai_api import (
+from fastapply.server.http.guard import DEFAULT_MAX_BODY_BYTES
+from fastapply.server.openai.api import (
     ApiError,
     MergeRequest,
     chat_chunk,
@@ -335,12 +335,12 @@ def build_app(upstream: Upstream) -> Any:
 
 
 class OpenAIFront:
-    """``python -m fastapply.openai_server`` as a child process, stopped (by PID) on exit."""
+    """``python -m fastapply.server.openai.server`` as a child process, stopped (by PID) on exit."""
 
     def __init__(self, grpc_url: str, host: str = "127.0.0.1", port: int | None = None,
                  concurrency: int = DEFAULT_CONCURRENCY, log_path: str | Path | None = None,
                  startup_timeout_s: float = 30.0) -> None:
-        from fastapply.serving import free_port
+        from fastapply.server.triton import free_port
 
         self.grpc_url = grpc_url
         self.host = host
@@ -356,9 +356,9 @@ class OpenAIFront:
         return f"http://{host}:{self.port}"
 
     def start(self) -> OpenAIFront:
-        from fastapply.serving import ServerError, spawn_server
+        from fastapply.server.triton import ServerError, spawn_server
 
-        cmd = [sys.executable, "-m", "fastapply.openai_server", "--grpc-url", self.grpc_url,
+        cmd = [sys.executable, "-m", "fastapply.server.openai.server", "--grpc-url", self.grpc_url,
                "--host", self.host, "--port", str(self.port),
                "--concurrency", str(self.concurrency)]
         self.process = spawn_server(cmd, self.log_path)
@@ -400,9 +400,9 @@ class OpenAIFront:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fastapply.processes import front_parser, positive, run_front
+    from fastapply.server.processes import front_parser, positive, run_front
 
-    parser = front_parser("python -m fastapply.openai_server", __doc__)
+    parser = front_parser("python -m fastapply.server.openai.server", __doc__)
     parser.add_argument("--grpc-url", default="127.0.0.1:8001",
                         help="Triton's gRPC address, HOST:PORT (default 127.0.0.1:8001)")
     parser.add_argument("--concurrency", type=positive(int), default=DEFAULT_CONCURRENCY,

@@ -10,10 +10,10 @@ tritonserver's HTTP bound to a loopback port of its own, and:
 * for ``POST /v2/models/{model}[/versions/{v}]/generate[_stream]``, parses the body and
   refuses with **400** and Triton's error shape ``{"error": "..."}`` naming the field, what
   was sent and what to send, everything Triton would answer 500 (the checks are
-  :mod:`fastapply.http_checks`; the inputs' names and types come from the model's
+  :mod:`fastapply.server.http.checks`; the inputs' names and types come from the model's
   metadata, ``GET /v2/models/{model}``, read once per model); a valid ``generate_stream``
   body goes to Triton as is, a ``generate`` one as a stream
-  (:mod:`fastapply.http_generate`, so that a client that leaves cancels it);
+  (:mod:`fastapply.server.http.generate`, so that a client that leaves cancels it);
 * passes every other request through verbatim (method, path, headers, among them the
   operator's admin key, body), and every answer back as it arrives: status, headers,
   Triton's own 400s, a ``generate_stream``'s events one by one. One header is changed:
@@ -27,7 +27,7 @@ tritonserver's HTTP bound to a loopback port of its own, and:
 
 Run: ``fastapply serve`` starts it (``--http-guard off``: Triton's port as is), or in
 front of a Triton started otherwise:
-``python -m fastapply.http_guard --upstream 127.0.0.1:8000 --port 8080``.
+``python -m fastapply.server.http.guard --upstream 127.0.0.1:8000 --port 8080``.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from fastapply.http_checks import BadRequest, check_request, parse_body
-from fastapply.http_generate import SHUTTING_DOWN, generate_as_stream
-from fastapply.http_upstream import HOP_BY_HOP, Upstream, UpstreamError
+from fastapply.server.http.checks import BadRequest, check_request, parse_body
+from fastapply.server.http.generate import SHUTTING_DOWN, generate_as_stream
+from fastapply.server.http.upstream import HOP_BY_HOP, Upstream, UpstreamError
 
 #: The paths of Triton's generate extension (POST).
 GENERATE_PATH = re.compile(
@@ -135,7 +135,7 @@ class Guard:
                     await _respond(send, 400, str(exc))
                     return
                 if checked is not None and not scope["path"].endswith("_stream") and \
-                        checked[1].get("stream") == "BOOL":  # see fastapply.http_generate
+                        checked[1].get("stream") == "BOOL":  # see fastapply.server.http.generate
                     await generate_as_stream(
                         self.upstream, scope["raw_path"] or scope["path"].encode(),
                         _as_json(scope["headers"]), checked[0], checked[2], send,
@@ -257,11 +257,12 @@ async def _on_disconnect(receive: Receive, then: Callable[[], None]) -> None:
 
 
 def spawn(upstream: str, host: str, port: int, log_path: Path | None) -> Any:
-    """``python -m fastapply.http_guard`` as a child process we own (fastapply.serving)."""
-    from fastapply.serving import spawn_server
+    """``python -m fastapply.server.http.guard`` as a child process we own
+    (:mod:`fastapply.server.triton`)."""
+    from fastapply.server.triton import spawn_server
 
-    return spawn_server([sys.executable, "-m", "fastapply.http_guard", "--upstream", upstream,
-                         "--host", host, "--port", str(port)], log_path)
+    return spawn_server([sys.executable, "-m", "fastapply.server.http.guard",
+                         "--upstream", upstream, "--host", host, "--port", str(port)], log_path)
 
 
 def stop(proc: Any, timeout_s: float = 10.0) -> str | None:
@@ -284,9 +285,9 @@ def stop(proc: Any, timeout_s: float = 10.0) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fastapply.processes import front_parser, positive, run_front
+    from fastapply.server.processes import front_parser, positive, run_front
 
-    parser = front_parser("python -m fastapply.http_guard", __doc__)
+    parser = front_parser("python -m fastapply.server.http.guard", __doc__)
     parser.add_argument("--upstream", default="127.0.0.1:8000",
                         help="tritonserver's HTTP address, HOST:PORT (default 127.0.0.1:8000)")
     parser.add_argument("--max-body-bytes", type=positive(int), default=DEFAULT_MAX_BODY_BYTES,

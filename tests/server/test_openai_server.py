@@ -1,7 +1,7 @@
 """The OpenAI/Morph/Relace HTTP front against a real tritonserver, through real clients.
 
 The ``openai`` package (sync, streaming, errors) and raw HTTP (Relace's REST shape, SSE)
-talk to ``python -m fastapply.openai_server`` on a loopback port, which talks gRPC to the
+talk to ``python -m fastapply.server.openai.server`` on a loopback port, which talks gRPC to the
 deterministic-runtime server of conftest.py; the tiny random model's server checks that a
 file cut off by the token budget is refused, and that a client leaving mid-stream cancels
 the request in Triton.
@@ -22,7 +22,7 @@ import pytest
 from conftest import reaped
 from test_serving import MERGED, ORIGINAL, SNIPPET, mergeable
 
-from fastapply.openai_server import OpenAIFront
+from fastapply.server.openai.server import OpenAIFront
 
 pytestmark = pytest.mark.server
 MORPH = f"<instruction>return 10</instruction>\n<code>{ORIGINAL}</code>\n<update>{SNIPPET}</update>"
@@ -342,13 +342,13 @@ def test_the_front_refuses_settings_that_break_every_request(args: list[str]) ->
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "fastapply.openai_server", "--port", "1",
+    done = subprocess.run([sys.executable, "-m", "fastapply.server.openai.server", "--port", "1",
                            *args], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "above 0" in done.stderr, done.stderr
 
 
 def test_a_front_that_cannot_bind_says_so(tmp_path: Path) -> None:
-    from fastapply.serving import ServerError
+    from fastapply.server.triton import ServerError
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -361,7 +361,7 @@ def test_a_front_that_cannot_bind_says_so(tmp_path: Path) -> None:
 
 
 def test_unreachable_triton_is_a_502_not_a_crash(tmp_path: Path) -> None:
-    from fastapply.serving import free_port
+    from fastapply.server.triton import free_port
 
     with OpenAIFront(f"127.0.0.1:{free_port()}", log_path=tmp_path / "front.log") as front:
         status, _, raw = post(front, "/v1/code/apply", {"initialCode": "a", "editSnippet": "b"})
@@ -380,7 +380,7 @@ def test_serve_starts_the_front_and_stops_it(tmp_path: Path) -> None:
     import openai
     from test_serving import serve_command
 
-    from fastapply.serving import free_port
+    from fastapply.server.triton import free_port
 
     port = free_port()
     proc = subprocess.Popen(serve_command("--openai-port", str(port)), stdout=subprocess.PIPE,

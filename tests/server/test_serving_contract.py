@@ -204,7 +204,7 @@ def test_http_max_tokens_over_int32_is_not_wrapped(det_server: Any, tiny_server:
 
 @pytest.mark.server
 def test_admin_apis_need_the_operator_key(det_server: Any) -> None:
-    from fastapply.serving import ADMIN_HEADER
+    from fastapply.server.triton import ADMIN_HEADER
 
     key = {ADMIN_HEADER: det_server.admin_key}
     level = {"log_verbose_level": 0}
@@ -230,7 +230,7 @@ def test_grpc_admin_apis_need_the_operator_key(det_server: Any) -> None:
     import grpc
     from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-    from fastapply.serving import ADMIN_HEADER
+    from fastapply.server.triton import ADMIN_HEADER
 
     with grpc.insecure_channel(det_server.grpc_url) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
@@ -247,7 +247,7 @@ def serve(*args: str, key: str) -> subprocess.Popen[str]:
     """``fastapply serve`` with FASTAPPLY_ADMIN_KEY=key on free ports (HTTP port last)."""
     import os
 
-    from fastapply.serving import ADMIN_KEY_ENV, free_port
+    from fastapply.server.triton import ADMIN_KEY_ENV, free_port
 
     ports = [str(free_port()) for _ in range(3)]
     return subprocess.Popen(
@@ -259,7 +259,7 @@ def serve(*args: str, key: str) -> subprocess.Popen[str]:
 
 @pytest.mark.server
 def test_serve_opens_the_admin_apis_with_the_operator_key() -> None:
-    from fastapply.serving import ADMIN_HEADER
+    from fastapply.server.triton import ADMIN_HEADER
 
     key = "operator-key-0123456789"
     proc = serve(key=key)

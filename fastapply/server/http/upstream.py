@@ -1,4 +1,4 @@
-"""A small HTTP/1.1 client of one upstream server, for :mod:`fastapply.http_guard`.
+"""A small HTTP/1.1 client of one upstream server, for :mod:`fastapply.server.http.guard`.
 
 It only ever talks to tritonserver's HTTP port on loopback, so it does little: keeps
 connections alive for the next request, hands a response on as it arrives (a

@@ -22,7 +22,7 @@ import pytest
 from conftest import TEST_MAX_INPUT_BYTES, TINY_COMPLETE, TINY_CONTEXT_LIMIT_TOKENS, reaped
 
 from fastapply.metrics import PROMETHEUS_COUNTERS, PROMETHEUS_LATENCY, PROMETHEUS_REQUESTS
-from fastapply.model_repo import RenderError, fill, render_repository
+from fastapply.server.model_repo import RenderError, fill, render_repository
 
 FORMATS = ("lazy_snippet", "search_replace", "udiff")
 ORIGINAL = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
@@ -284,7 +284,7 @@ def test_client_timeout_then_the_same_client_recovers(tiny_server: Any) -> None:
 
 
 def serve_command(*args: str) -> list[str]:
-    from fastapply.serving import free_port
+    from fastapply.server.triton import free_port
 
     ports = [str(free_port()) for _ in range(3)]
     return [sys.executable, "-m", "fastapply", "serve", "--grpc-port", ports[0],

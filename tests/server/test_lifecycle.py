@@ -21,8 +21,14 @@ from typing import Any
 import pytest
 from conftest import reaped
 
-from fastapply.lifecycle import Backlog, drain_deadline, read_dropped, request_drain, write_dropped
 from fastapply.metrics import PROMETHEUS_QUEUE
+from fastapply.server.lifecycle import (
+    Backlog,
+    drain_deadline,
+    read_dropped,
+    request_drain,
+    write_dropped,
+)
 
 WORKERS = 2
 ORIGINAL = "".join(f"value_{i} = {i}\n" for i in range(30))
@@ -33,7 +39,7 @@ SLOW_TOKENS = 600
 
 
 def render_slow(out: Path, tiny_model_dir: Path, workers: int = WORKERS) -> Path:
-    from fastapply.model_repo import render_repository
+    from fastapply.server.model_repo import render_repository
 
     return render_repository(out, runtime="torch", model_dir=tiny_model_dir, device="cpu",
                              dtype="float32", worker_threads=workers, max_draft_len=0)
@@ -189,7 +195,7 @@ def serve(repo: Path, grace_period_s: float
           ) -> tuple[subprocess.Popen[str], str, str, Path, str]:
     """`fastapply serve` on free ports, once ready: (process, gRPC address, metrics URL,
     server log, HTTP URL)."""
-    from fastapply.serving import free_port
+    from fastapply.server.triton import free_port
 
     grpc, http, metrics = (free_port() for _ in range(3))
     proc = subprocess.Popen(
@@ -239,7 +245,7 @@ def test_sigterm_drains_a_burst_longer_than_tritons_old_exit_timeout(
     # 12 slow requests on 2 workers take well over the 10 s exit timeout serve used to
     # give tritonserver (~16 s here), which then "exited immediately": a crash,
     # requests dropped, serve exiting 0. Over HTTP, generate and generate_stream reach
-    # Triton through fastapply.http_guard: the guard stays up until tritonserver
+    # Triton through fastapply.server.http.guard: the guard stays up until tritonserver
     # drained, so every answer gets through.
     outcomes, status, stderr, log = sigterm_during_burst(
         render_slow(tmp_path, tiny_model_dir), grace_period_s=120, n=12,
@@ -329,8 +335,8 @@ def test_stop_with_an_idle_client_stream_open_drops_nothing(tmp_path: Path) -> N
     # client and the OpenAI front keep theirs between requests): it used to run into
     # its exit timeout and "exit immediately" (or hang until killed).
     from fastapply.client import FastApplyClient
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import TritonServer
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import TritonServer
 
     repo = render_repository(tmp_path, runtime="deterministic")
     server = TritonServer(repo, log_path=tmp_path / "server.log", grace_period_s=2).start()
@@ -351,8 +357,8 @@ def test_stop_with_an_idle_client_stream_open_drops_nothing(tmp_path: Path) -> N
 @pytest.mark.server
 def test_a_start_stop_cycle_leaves_no_temporary_folder(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import ServerError, TritonServer, find_server
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import ServerError, TritonServer, find_server
 
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()

@@ -1,4 +1,4 @@
-"""The HTTP guard (fastapply.http_guard) on a real tritonserver: client errors in generate
+"""The HTTP guard (fastapply.server.http.guard) on a real tritonserver: client errors in generate
 requests are a 400 naming the field, where Triton's own parsing answers 500; everything
 else passes through unchanged, streams included; a client that leaves cancels.
 
@@ -139,7 +139,7 @@ def test_valid_requests_get_what_triton_answers(det_server: Any) -> None:
             post(direct(det_server), f"{MODEL}/generate", body)
         status, answer = post(det_server, f"{MODEL}/generate", body)
         assert status == 400 and message in answer
-    # generate goes to Triton as a stream (fastapply.http_generate), so with the stream
+    # generate goes to Triton as a stream (fastapply.server.http.generate), so with the stream
     # input added Triton's count of inputs lets a missing one through to the model
     status, answer = post(det_server, f"{MODEL}/generate", {"edit_snippet": SNIPPET})
     assert status == 400 and "initial_code is missing" in answer
@@ -159,7 +159,7 @@ def test_a_header_longer_than_triton_takes_is_a_431_not_a_502(det_server: Any) -
 
 @pytest.mark.server
 def test_other_paths_pass_through(det_server: Any) -> None:
-    from fastapply.serving import ADMIN_HEADER
+    from fastapply.server.triton import ADMIN_HEADER
 
     for method, path, body, headers, status in [
             ("GET", "/v2/health/live", None, {}, 200),
@@ -202,11 +202,11 @@ def small_guard(det_server: Any) -> Iterator[Any]:
     with a 2 MB body limit."""
     from types import SimpleNamespace
 
-    from fastapply import http_guard
-    from fastapply.serving import free_port
+    from fastapply.server.http import guard as http_guard
+    from fastapply.server.triton import free_port
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fastapply.http_guard", "--upstream",
+    proc = subprocess.Popen([sys.executable, "-m", "fastapply.server.http.guard", "--upstream",
                              f"127.0.0.1:{det_server.triton_http_port}", "--port", str(port),
                              "--max-body-bytes", str(2_000_000)])
     guard = SimpleNamespace(http_port=port)
@@ -258,8 +258,8 @@ def test_a_large_body_sent_as_a_form_does_not_kill_triton(det_server: Any) -> No
 def test_an_unreachable_triton_is_a_502_that_says_so() -> None:
     from types import SimpleNamespace
 
-    from fastapply import http_guard
-    from fastapply.serving import free_port
+    from fastapply.server.http import guard as http_guard
+    from fastapply.server.triton import free_port
 
     port, nobody = free_port(), free_port()
     proc = http_guard.spawn(f"127.0.0.1:{nobody}", "127.0.0.1", port, None)
@@ -356,8 +356,8 @@ def test_a_stream_triton_breaks_off_is_cut_off_for_the_client_too(
     import os
     import signal
 
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import TritonServer
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import TritonServer
 
     repo = render_repository(tmp_path, runtime="torch", model_dir=tiny_model_dir,
                              device="cpu", dtype="float32", worker_threads=1)
@@ -384,7 +384,7 @@ def test_connections_to_triton_are_kept_for_the_next_request(det_server: Any) ->
     # made the guard connect anew for every request, doubling what it adds.
     import asyncio
 
-    from fastapply.http_upstream import Upstream
+    from fastapply.server.http.upstream import Upstream
 
     async def three_requests() -> list[tuple[int, bytes, Any]]:
         upstream = Upstream("127.0.0.1", det_server.triton_http_port)
@@ -408,7 +408,7 @@ def test_a_kept_connection_the_server_closed_meanwhile_is_retried_fresh() -> Non
     import http.server
     import time
 
-    from fastapply.http_upstream import Upstream
+    from fastapply.server.http.upstream import Upstream
 
     class CloseAfterAnswer(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
