@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     edit = pick_example(args.example)
     params: dict[str, Any] = {"runtime": "deterministic"}
     if args.tiny_model:
-        from fastapply.tinymodel import ensure_tiny_model
+        from fastapply.model.tiny import ensure_tiny_model
 
         print("building/loading the tiny random model ...", flush=True)
         params = {"runtime": "torch", "model_dir": ensure_tiny_model(), "device": "cpu",

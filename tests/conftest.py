@@ -83,7 +83,7 @@ TINY_COMPLETE = ("a = 1\n", "a = 0\n")
 
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
-    from fastapply.tinymodel import ensure_tiny_model
+    from fastapply.model.tiny import ensure_tiny_model
 
     return ensure_tiny_model()
 

@@ -88,7 +88,7 @@ def test_config_errors_say_what_to_do():
 @pytest.fixture(scope="module")
 def tiny_services():
     pytest.importorskip("transformers")
-    from fastapply.tinymodel import ensure_tiny_model
+    from fastapply.model.tiny import ensure_tiny_model
 
     path = str(ensure_tiny_model())
     make = lambda k, **kw: FastApplyService(  # noqa: E731

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.decoding.drafting import Drafter, SpeculativeEditsDrafter
 
     if args.tokenizer is None:
-        from fastapply.tinymodel import ensure_tiny_model
+        from fastapply.model.tiny import ensure_tiny_model
 
         args.tokenizer = ensure_tiny_model()
     tok = Tokenizer.from_file(str(Path(args.tokenizer) / "tokenizer.json"))

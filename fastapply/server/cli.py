@@ -100,7 +100,7 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
 
     model = args.model
     if getattr(args, "tiny_model", False):
-        from fastapply.tinymodel import ensure_tiny_model
+        from fastapply.model.tiny import ensure_tiny_model
 
         model = ensure_tiny_model()
     runtime = args.runtime or ("torch" if model else

@@ -9,7 +9,7 @@ from fastapply.decoding.prompts import KORTIX, MORPH, get_format
 transformers = pytest.importorskip("transformers")
 
 from fastapply.decoding.prompts import build_prompt_ids, render_prompt, stop_token_ids  # noqa: E402
-from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
+from fastapply.model.tiny import ensure_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

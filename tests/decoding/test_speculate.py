@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 from fastapply.decoding.drafting import NoDrafter  # noqa: E402
 from fastapply.decoding.runtimes.torch import TorchRuntime  # noqa: E402
 from fastapply.decoding.speculate import ContextLimitError, generate  # noqa: E402
-from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
+from fastapply.model.tiny import ensure_tiny_model  # noqa: E402
 
 N_TOKENS = 120
 

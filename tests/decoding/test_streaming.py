@@ -11,7 +11,7 @@ from fastapply.decoding.prompts import KORTIX, MORPH, StreamExtractor
 transformers = pytest.importorskip("transformers")
 
 from fastapply.decoding.speculate import TextStream  # noqa: E402
-from fastapply.tinymodel import ensure_tiny_model  # noqa: E402
+from fastapply.model.tiny import ensure_tiny_model  # noqa: E402
 
 TEXT = "naïve = '日本語のテキスト' 🚀🚀 # ünïcödé\r\n\tcafé ∑ x² → done\n"
 

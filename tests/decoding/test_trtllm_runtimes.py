@@ -24,7 +24,7 @@ from fastapply.decoding import prompts
 from fastapply.decoding.drafting import NoDrafter
 from fastapply.decoding.speculate import GenerationRequest, generate
 from fastapply.examples import load_edits
-from fastapply.tinymodel import ensure_tiny_model
+from fastapply.model.tiny import ensure_tiny_model
 
 ENGINE_MAX_DRAFT = 8
 

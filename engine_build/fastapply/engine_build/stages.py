@@ -81,7 +81,7 @@ def resolve_model_dir(value: str | None) -> Path:
     if not value:
         raise BuildError("no model directory: pass --model DIR (the profile has none)")
     if value == "tiny":
-        from fastapply.tinymodel import ensure_tiny_model
+        from fastapply.model.tiny import ensure_tiny_model
 
         return ensure_tiny_model()
     return Path(value)

@@ -13,7 +13,7 @@ and reports the mean cosine of the two logit vectors per position (``logits_cosi
 and the share of positions whose argmax agrees (``top1_agreement``); the stage fails
 under ``verify.min_logits_cosine``. On the tiny random model FP8 keeps the cosine at
 ~0.92 (its chaotic logits flip half the argmaxes), and FP8 weight scales off by 100x
-drop it to ~0.00 (``tests/test_engine_build.py`` breaks them on purpose).
+drop it to ~0.00 (``tests/engine_build/test_engine_build.py`` breaks them on purpose).
 
 On CPU the candidate is modelopt's *simulated* FP8: the same FP8 recipe and calibration
 applied as fake quantization to a float32 copy of the model, compared with the float32

@@ -20,7 +20,7 @@ from fastapply.engine_build.errors import BuildError
 from fastapply.engine_build.profile import load_profile, profile_names
 from fastapply.engine_build.verify import compare_edit, parity
 from fastapply.metrics import Stats
-from fastapply.tinymodel import ensure_tiny_model
+from fastapply.model.tiny import ensure_tiny_model
 
 
 def build(*args: str) -> int:
@@ -329,7 +329,7 @@ def test_the_chart_uses_the_layout_and_runtime_names_the_code_defines() -> None:
 
     import yaml
 
-    chart = Path(__file__).resolve().parent.parent / "helm" / "fastapply"
+    chart = Path(__file__).resolve().parents[2] / "helm" / "fastapply"
     helpers = (chart / "templates" / "_helpers.tpl").read_text()
     match = re.search(r'define "fastapply.layout" -}}\n(\{.*\})\n', helpers)
     assert match, "the chart's fastapply.layout definition is missing"
@@ -354,7 +354,7 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from fastapply.tinymodel import build_tokenizer
+    from fastapply.model.tiny import build_tokenizer
 
     out = tmp_path_factory.mktemp("tiny-llama")
     tok = build_tokenizer()

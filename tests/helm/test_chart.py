@@ -27,7 +27,7 @@ kubernetes_validate = pytest.importorskip(
     reason="kubernetes-validate is not installed: pip install -e '.[chart]' (or '.[dev]')")
 yaml = pytest.importorskip("yaml", reason="pyyaml is not installed: pip install -e '.[chart]'")
 
-CHART = Path(__file__).resolve().parent.parent / "helm" / "fastapply"
+CHART = Path(__file__).resolve().parents[2] / "helm" / "fastapply"
 KUBE_VERSION = "1.30"
 #: Custom resources: no schema in kubernetes-validate; see the focused checks below.
 CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ScaledObject"}

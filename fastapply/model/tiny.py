@@ -153,7 +153,7 @@ def build_tiny_model(out_dir: str | Path, shape: dict[str, Any] | None = None,
     tokenizer.save_pretrained(out)
     (out / "fastapply-tiny.json").write_text(json.dumps(
         {"recipe_version": RECIPE_VERSION, "seed": seed, "shape": shape,
-         "note": "random weights: output is noise; built by fastapply.tinymodel"}, indent=2))
+         "note": "random weights: output is noise; built by fastapply.model.tiny"}, indent=2))
     return out
 
 
@@ -179,10 +179,10 @@ def ensure_tiny_model(cache_dir: str | Path | None = None, seed: int = 0) -> Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fastapply.tinymodel [OUT_DIR] [--shape 1.5b]``: build and print the path."""
+    """``python -m fastapply.model.tiny [OUT_DIR] [--shape 1.5b]``: build and print the path."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m fastapply.tinymodel",
+    parser = argparse.ArgumentParser(prog="python -m fastapply.model.tiny",
                                      description="Build the tiny random Qwen2 model locally.")
     parser.add_argument("out", nargs="?", help="output directory (default: the cache)")
     parser.add_argument("--shape", choices=["tiny", "1.5b"], default="tiny",
