@@ -29,13 +29,44 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapply.metrics import Stats
 
 if TYPE_CHECKING:
     from fastapply.decoding.drafting import Drafter
-    from fastapply.decoding.runtimes import SessionRuntime
+
+
+class Session(Protocol):
+    """One request's decoding state (its KV cache) inside a runtime."""
+
+    #: Number of tokens the KV cache holds (prompt + accepted output).
+    cache_len: int
+
+    def prefill(self) -> int:
+        """Run the prompt through the model and return the first output token."""
+        ...
+
+    def step(self, draft: list[int]) -> list[int]:
+        """Verify ``draft`` after the last token; return accepted prefix + next token."""
+        ...
+
+    def close(self) -> None:
+        """Free the session's cache."""
+        ...
+
+
+class Sessions(Protocol):
+    """What :func:`generate` needs of a runtime: its context and a session per prompt
+    (every :class:`~fastapply.decoding.runtimes.SessionRuntime` is one). Defined here, not
+    beside the runtimes, so that the loop does not import the runtimes that call it."""
+
+    #: Largest number of tokens (prompt + output) one session may hold.
+    context_limit: int
+
+    def session(self, prompt_ids: list[int]) -> Session:
+        """Open a session on ``prompt_ids`` (the prompt is not run until ``prefill``)."""
+        ...
 
 
 class ContextLimitError(ValueError):
@@ -114,7 +145,7 @@ def finish(stats: Stats, tokens: list[int], per_pass: list[int] | None = None) -
 
 
 def generate(
-    runtime: SessionRuntime,
+    runtime: Sessions,
     prompt_ids: list[int],
     drafter: Drafter,
     *,

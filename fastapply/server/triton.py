@@ -44,9 +44,6 @@ from pathlib import Path
 from types import TracebackType
 
 from fastapply.server.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
-
-# Also imported from here by fastapply.server.http.guard, fastapply.server.openai.server and
-# the tests.
 from fastapply.server.processes import free_port, spawn_server
 
 SYSTEM_TRITON = Path("/opt/tritonserver")

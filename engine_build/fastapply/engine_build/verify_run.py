@@ -10,13 +10,28 @@ Candidates:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from fastapply.engine_build import layout
 from fastapply.engine_build.errors import BuildError
+from fastapply.engine_build.profile import Profile
 
-if TYPE_CHECKING:
-    from fastapply.engine_build.stages import Build
+
+class Build(Protocol):
+    """What the verify stage reads of a build (a :class:`.stages.Build`; named here, not
+    imported, because the stages call this module)."""
+
+    profile: Profile
+    out: Path
+    calibration: list[dict[str, Any]]
+    held_out: list[dict[str, Any]]
+    held_out_disjoint: bool
+
+    @property
+    def merged_dir(self) -> Path: ...
+
+    def path(self, name: str) -> Path: ...
 
 
 

@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from fastapply.decoding.speculate import Generation, GenerationRequest
+# The loop defines the session protocol it drives; the runtimes implement it.
+from fastapply.decoding.speculate import Generation, GenerationRequest, Session, generate
+
+__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "TRTLLM_RUNTIMES", "Runtime", "Session",
+           "SessionRuntime"]
 
 #: The runtime names a service can be configured with (the one list of them).
 RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
@@ -43,25 +46,6 @@ RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
 MODEL_RUNTIMES = RUNTIMES[1:]
 #: The runtimes that need TensorRT-LLM.
 TRTLLM_RUNTIMES = ("trtllm-engine", "trtllm-pytorch")
-
-
-class Session(Protocol):
-    """One request's decoding state (its KV cache) inside a runtime."""
-
-    #: Number of tokens the KV cache holds (prompt + accepted output).
-    cache_len: int
-
-    def prefill(self) -> int:
-        """Run the prompt through the model and return the first output token."""
-        ...
-
-    def step(self, draft: list[int]) -> list[int]:
-        """Verify ``draft`` after the last token; return accepted prefix + next token."""
-        ...
-
-    def close(self) -> None:
-        """Free the session's cache."""
-        ...
 
 
 class Runtime(Protocol):
@@ -94,7 +78,6 @@ class SessionRuntime(abc.ABC):
                  on_tokens: Callable[[list[int]], None] | None = None) -> Generation:
         """:func:`fastapply.decoding.speculate.generate` with the speculative-edits drafter."""
         from fastapply.decoding.drafting import SpeculativeEditsDrafter
-        from fastapply.decoding.speculate import generate
 
         drafter = SpeculativeEditsDrafter(request.sources, max_k=request.max_draft_len)
         return generate(self, request.prompt_ids, drafter,

@@ -257,9 +257,9 @@ async def _on_disconnect(receive: Receive, then: Callable[[], None]) -> None:
 
 
 def spawn(upstream: str, host: str, port: int, log_path: Path | None) -> Any:
-    """``python -m fastapply.server.http.guard`` as a child process we own
-    (:mod:`fastapply.server.triton`)."""
-    from fastapply.server.triton import spawn_server
+    """``python -m fastapply.server.http.guard`` as a child process we own (started and
+    stopped by :class:`fastapply.server.triton.TritonServer`)."""
+    from fastapply.server.processes import spawn_server
 
     return spawn_server([sys.executable, "-m", "fastapply.server.http.guard",
                          "--upstream", upstream, "--host", host, "--port", str(port)], log_path)

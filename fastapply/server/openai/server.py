@@ -340,7 +340,7 @@ class OpenAIFront:
     def __init__(self, grpc_url: str, host: str = "127.0.0.1", port: int | None = None,
                  concurrency: int = DEFAULT_CONCURRENCY, log_path: str | Path | None = None,
                  startup_timeout_s: float = 30.0) -> None:
-        from fastapply.server.triton import free_port
+        from fastapply.server.processes import free_port
 
         self.grpc_url = grpc_url
         self.host = host
@@ -356,7 +356,8 @@ class OpenAIFront:
         return f"http://{host}:{self.port}"
 
     def start(self) -> OpenAIFront:
-        from fastapply.server.triton import ServerError, spawn_server
+        from fastapply.server.processes import spawn_server
+        from fastapply.server.triton import ServerError
 
         cmd = [sys.executable, "-m", "fastapply.server.openai.server", "--grpc-url", self.grpc_url,
                "--host", self.host, "--port", str(self.port),
