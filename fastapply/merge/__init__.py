@@ -13,9 +13,10 @@ after the :mod:`.precision` review. Pure Python: nothing here imports Triton or 
 
 from fastapply.merge.apply import MergeResult, apply_snippet, merge
 from fastapply.merge.costs import WorkBudget
-from fastapply.merge.edits import EditError, EditPlan, Hunk, detect_format, is_marker, parse_edit
+from fastapply.merge.edits import detect_format, parse_edit
 from fastapply.merge.merger import Uncertainty
 from fastapply.merge.precision import Removal, removals, review, strict_runs, unanchored_removals
+from fastapply.merge.syntax import EditError, EditPlan, Hunk, is_marker
 
 __all__ = ["EditError", "EditPlan", "Hunk", "MergeResult", "Removal", "Uncertainty",
            "WorkBudget", "apply_snippet", "detect_format", "is_marker", "merge", "parse_edit",

@@ -25,18 +25,12 @@ from dataclasses import dataclass, replace
 
 from fastapply.merge import formats
 from fastapply.merge.costs import WorkBudget
-from fastapply.merge.edits import (
-    BLOCK_FORM,
-    BLOCK_MARKER,
-    SEPARATOR,
-    EditError,
-    EditPlan,
-    parse_edit,
-)
+from fastapply.merge.edits import parse_edit
 from fastapply.merge.indent import tabs_for_spaces
 from fastapply.merge.lines import key_exact, key_loose
 from fastapply.merge.merger import Uncertainty, _Merger
 from fastapply.merge.precision import review, strict_runs, unanchored_removals
+from fastapply.merge.syntax import BLOCK_FORM, BLOCK_MARKER, SEPARATOR, EditError, EditPlan
 from fastapply.merge.text import line_ends, with_ends
 
 __all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
@@ -126,7 +120,7 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
     >>> _refuse_block_markers(parse_edit("<<-- SEARCH\\na\\n"), ["a"])
     Traceback (most recent call last):
     ...
-    fastapply.merge.edits.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE ...
+    fastapply.merge.syntax.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE ...
     """
     present: set[str] | None = None  # the original's lines, stripped (built if needed)
     underlined: bool | None = None  # the original underlines headings with ===

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapply.merge.edits import EditError
+from fastapply.merge.syntax import EditError
 
 #: Score units per unique matched line (scores are integers to make ties exact).
 UNIT = 1000
@@ -105,7 +105,7 @@ class WorkBudget:
     >>> budget.spend(5)
     Traceback (most recent call last):
     ...
-    fastapply.merge.edits.EditError: the merge needs more work than its budget (10 units) at ...
+    fastapply.merge.syntax.EditError: the merge needs more work than its budget (10 units) at ...
     """
 
     def __init__(self, units: int = MERGE_WORK) -> None:

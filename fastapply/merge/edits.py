@@ -36,149 +36,43 @@ malformed block) are refused by the merge unless the original file holds them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from fastapply.merge.syntax import (
+    _CONTEXT_DIFF,
+    _ESCAPED,
+    _FENCE,
+    _FILE_NAME,
+    _HINT_END,
+    _NUMBERED,
+    _PATCH_FRAME,
+    _SR_END,
+    _SR_SEP,
+    _SR_START,
+    _START_LINE,
+    _UDIFF_HUNK,
+    BLOCK_FORM,
+    BLOCK_MARKER,
+    SEPARATOR,
+    EditError,
+    EditPlan,
+    Hunk,
+    _split_lines,
+    is_marker,
+)
+from fastapply.merge.udiff import (
+    _bare_diff,
+    _diff_file,
+    _diff_follows,
+    _ends_hunk,
+    _file_header,
+    _one_file,
+    _parse_udiff_hunk,
+    _skip_file_header,
+)
 
 __all__ = ["BLOCK_FORM", "BLOCK_MARKER", "SEPARATOR", "EditError", "EditPlan", "Hunk",
            "detect_format", "is_marker", "parse_edit"]
-
-
-class EditError(ValueError):
-    """A snippet that cannot be parsed or merged; the message says where and what."""
-
-
-_COMMENT_OPEN = r"(?://+|#+|--|;+|%+|/\*+|<!--|\{/\*|\(\*|'|\*)"
-_COMMENT_CLOSE = r"(?:\*+/\}?|-->|\*\))"
-_DOTS = r"(?:\.\.\.+|…)"
-#: A marker line: optional comment opener, dots, optional words, optional dots/closer.
-_MARKER_RE = re.compile(
-    rf"^\s*(?:{_COMMENT_OPEN}\s*)?{_DOTS}(?:\s*(?P<words>[^.…]*?)\s*{_DOTS}?)?\s*"
-    rf"(?:{_COMMENT_CLOSE})?\s*$"
-)
-_COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
-#: Block markers: a run of 3 or more of one character (7 is the norm; models write others).
-#: (A start marker may carry the line to look at, ``SEARCH (12)``, as Roo-Code's older
-#: format did, or a stray ``>``.)
-_SR_START = re.compile(r"^\s*(?:<{3,}|-{3,})\s*SEARCH(?:>|\s*\((\d+)\))?\s*$")
-_SR_SEP = re.compile(r"^\s*={3,}\s*$")
-#: The separator of the norm (a second one in a block is text, or a doubled separator).
-SEPARATOR = re.compile(r"^\s*={7}\s*$")
-_SR_END = re.compile(r"^\s*(?:>{3,}|\+{3,})\s*REPLACE\s*$")
-#: Lines that look like a block or merge-conflict marker: never file content unless the
-#: file has them (a malformed block read as code would write its markers into the file).
-BLOCK_MARKER = re.compile(r"^\s*(?:[<>=+\-|]{2,}\s*(?:SEARCH|REPLACE)\W*|"
-                          r"(?:SEARCH|REPLACE)\W*|(?:<{7}|>{7}|\|{7})(?:\s.*)?)$")
-#: How a SEARCH/REPLACE block is written (for messages).
-BLOCK_FORM = ("write each block as a line '<<<<<<< SEARCH', the lines to find, a line "
-              "'=======', the lines that replace them, and a line '>>>>>>> REPLACE'")
-#: Around SEARCH/REPLACE blocks, not code: a code fence, and (before a block) the path of
-#: the file it edits, as Aider and Roo-Code write them (``src/app.py``, `` `app.py` ``).
-_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+#.-]*\s*$")
-_FILE_NAME = re.compile(r"^[\s`*#]*(?:[\w.-]+[/\\])*[\w-]+\.\w+[`*:\s]*$")
-#: A marker line inside a block's text, escaped with a backslash (Roo-Code's convention).
-_ESCAPED = re.compile(r"^\\(?=<{7}|={7}|>{7}|-{7}|:start_line:|:end_line:)")
-#: A line number copied from a numbered listing (Roo-Code shows files as ``N | line``).
-_NUMBERED = re.compile(r"^\s*(\d+)\s+\|(?!\|)\s?")
-#: Roo-Code's line hint at the top of a SEARCH block: ``:start_line:N`` then ``-------``.
-_START_LINE = re.compile(r"^\s*:start_line:\s*(\d+)\s*$")
-_HINT_END = re.compile(r"^\s*(?::end_line:\s*\d+|-{3,})\s*$")
-#: ``@@ -a,b +c,d @@ ...``, a bare ``@@ ... @@``, or a lone ``@@`` (optionally followed by
-#: a context hint, as in OpenAI's patch format).
-_UDIFF_HUNK = re.compile(
-    r"^@@(?:\s*-(\d+)(?:,(\d+))?\s+\+(\d+)(?:,(\d+))?\s*@@.*|.*@@.*|(?:\s.*)?)$")
-_UDIFF_FILE = re.compile(r"^(?:---|\+\+\+) \S")
-#: ``diff --git a/x b/x`` and the extended header lines git writes after it.
-_GIT_DIFF = re.compile(r"^diff (?:--git|-\S+) \S")
-_GIT_META = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|(?:old|new|deleted file|new file) mode "
-                       r"\d+|(?:dis)?similarity index \d+%|(?:rename|copy) (?:from|to) \S|"
-                       r"Binary files )")
-_NULL = "/dev/null"
-#: OpenAI's patch format (``apply_patch``): a file's header, and the lines around it.
-_PATCH_FILE = re.compile(r"^\*\*\* (Update|Add|Delete) File: (\S.*)$")
-_PATCH_FRAME = re.compile(r"^\*\*\* (?:Begin Patch|End Patch|End of File)\s*$")
-#: A binary file's diff, as git writes it (``--binary``) or says it differs.
-_BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)\s*$")
-#: A context diff's (``diff -c``) hunk ranges, which this parser does not read.
-_CONTEXT_DIFF = re.compile(r"^(?:\*\*\* \d+(?:,\d+)? \*\*\*\*|--- \d+(?:,\d+)? ----)\s*$")
-
-
-def is_marker(line: str) -> bool:
-    """Is this line a lazy-edit marker ("keep the original's lines here")?"""
-    m = _MARKER_RE.match(line)
-    if not m:
-        return False
-    words = (m.group("words") or "").strip().lower()
-    if not words:
-        return True  # "...", "// ...", "<!-- ... -->"
-    # "... rest" without a comment could be code (spread syntax); with one it is a marker.
-    return _COMMENTED_RE.match(line) is not None
-
-
-@dataclass(frozen=True)
-class Hunk:
-    """One edit, in snippet order.
-
-    ``search_replace`` and ``udiff`` hunks replace the line run ``old`` by ``new``;
-    ``lazy`` hunks are one segment of consecutive snippet lines between markers.
-    """
-
-    #: "lazy" | "search_replace" | "udiff"
-    kind: str
-    #: Lines to find in the original (empty for lazy hunks).
-    old: tuple[str, ...]
-    #: Lines that replace them (for lazy hunks: the segment's lines).
-    new: tuple[str, ...]
-    #: 1-based number of this hunk among those of its kind (for messages).
-    number: int
-    #: 1-based line of the snippet where the hunk starts.
-    snippet_line: int
-    #: Lazy: a marker precedes the segment (it does not start at the top of the file).
-    marker_before: bool = False
-    #: Lazy: a marker follows the segment (it does not run to the end of the file).
-    marker_after: bool = False
-    #: SEARCH/REPLACE: lines of ``new`` that were escaped marker lines (``\=======``):
-    #: text the writer meant, not a malformed block.
-    escaped: frozenset[int] = frozenset()
-    #: The old-file line number from a diff's ``@@`` header or a SEARCH block's
-    #: ``:start_line:`` (1-based), if any: where to look first.
-    old_start: int | None = None
-    #: Diff: whether the new file ends with a newline, as its ``\ No newline at end of
-    #: file`` lines say (None: they say nothing); it holds if the hunk ends the file.
-    eof_newline: bool | None = None
-    #: Diff: "new" under a ``--- /dev/null`` header (the file is created), "deleted"
-    #: under ``+++ /dev/null``, else "".
-    file_change: str = ""
-    #: SEARCH/REPLACE: another way to split the block, (old, new), when it has more than
-    #: one ``=======`` line (one may be a Markdown heading's underline or a merge
-    #: conflict in the text): at its second one. Its SEARCH text starts with the first
-    #: reading's, so if it is found in the file, so is that: the merge refuses the block
-    #: as ambiguous. (Readings at later ``=======`` lines start with it in turn.)
-    readings: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
-
-    @property
-    def label(self) -> str:
-        name = {"search_replace": "SEARCH block", "udiff": "diff hunk",
-                "lazy": "lazy segment"}[self.kind]
-        return f"{name} {self.number} (snippet line {self.snippet_line})"
-
-
-@dataclass(frozen=True)
-class EditPlan:
-    """The parsed snippet: hunks in snippet order."""
-
-    hunks: tuple[Hunk, ...]
-
-    @property
-    def format(self) -> str:
-        kinds = {h.kind for h in self.hunks}
-        return kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "lazy")
-
-
-def _split_lines(text: str) -> list[str]:
-    """Lines as the merge splits the original: at LF and CRLF (a lone CR is text in a
-    line, as it is in the file)."""
-    return text.replace("\r\n", "\n").split("\n")
 
 
 def parse_edit(snippet: str) -> EditPlan:
@@ -312,63 +206,6 @@ def _drop_fence(lazy: list[str]) -> bool:
     return True
 
 
-def _diff_file(head: list[str], after: list[str], files: list[str]) -> str:
-    """Record in ``files`` the file that a diff's file header ``head`` names; return
-    its Hunk.file_change ("new", "deleted" or ""). A binary file's diff (said in the
-    header or the line ``after`` it) is refused (EditError).
-
-    >>> files = []
-    >>> _diff_file(["--- /dev/null", "+++ b/src/new.py"], ["@@ -0,0 +1 @@"], files), files
-    ('new', ['src/new.py'])
-    """
-    binary = next((s for s in head + after if _BINARY.match(s)), None)
-    if binary is not None:
-        raise EditError(f"the diff changes a binary file ({binary.strip()!r}); fastapply "
-                        f"edits text files: send the new file itself")
-    old = new = None
-    for s in head:
-        parts = s.split()
-        patch = _PATCH_FILE.match(s)
-        if patch:
-            path = patch.group(2).strip()
-            old = _NULL if patch.group(1) == "Add" else path
-            new = _NULL if patch.group(1) == "Delete" else path
-        elif _GIT_DIFF.match(s) and len(parts) == 4:
-            old, new = parts[2], parts[3]
-        elif s.startswith(("--- ", "+++ ")):
-            path = s[4:].split("\t")[0].strip()  # a tab starts the timestamp
-            if s[0] == "-":
-                old = path
-            else:
-                new = path
-    old = old[2:] if old and old.startswith("a/") else old
-    new = new[2:] if new and new.startswith("b/") else new
-    name = new if new not in (None, _NULL) else old
-    if name and name != _NULL:
-        files.append(name)
-    return "new" if old == _NULL else "deleted" if new == _NULL else ""
-
-
-def _one_file(files: list[str]) -> None:
-    """Raise EditError if a diff's file headers name more than one file (one may be
-    written with its folders and once without).
-
-    >>> _one_file(["src/app.py", "app.py", "src/app.py"])
-    >>> _one_file(["app.py", "util.py"])
-    Traceback (most recent call last):
-    ...
-    fastapply.merge.edits.EditError: the diff edits 2 files (app.py, util.py); a request edits ...
-    """
-    names: list[str] = []
-    for f in files:
-        if not any(f == g or f.endswith("/" + g) or g.endswith("/" + f) for g in names):
-            names.append(f)
-    if len(names) > 1:
-        raise EditError(f"the diff edits {len(names)} files ({', '.join(names)}); a request "
-                        f"edits one file, and which of them is this one cannot be told: "
-                        f"send each file's part of the diff with that file")
-
-
 def _listing_numbers(old: list[str], new: list[str]) -> list[int]:
     """The line numbers a block's text was copied with from a numbered listing
     (``12 | code``), or []: every SEARCH line numbered, consecutively, and every
@@ -442,108 +279,6 @@ def _split_block(old: list[str], new: list[str], old_start: int | None
     escaped = frozenset(k for k, s in enumerate(new) if _ESCAPED.match(s))
     return ([_ESCAPED.sub("", s) for s in old], [_ESCAPED.sub("", s) for s in new],
             old_start, escaped)
-
-
-def _file_header(lines: list[str], i: int) -> bool:
-    """Do ``lines[i:]`` start with a diff's file header (``diff --git``, ``---``/``+++``,
-    OpenAI's ``*** Update File: path``)?"""
-    return bool(_GIT_DIFF.match(lines[i]) or _PATCH_FILE.match(lines[i])) or (
-        lines[i].startswith("--- ") and _UDIFF_FILE.match(lines[i]) is not None
-        and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
-        and _UDIFF_FILE.match(lines[i + 1]) is not None)
-
-
-def _skip_file_header(lines: list[str], i: int) -> int:
-    """Index after the file header at ``lines[i]`` (git's extended lines included)."""
-    if _PATCH_FILE.match(lines[i]):
-        return i + 1 + (i + 1 < len(lines) and lines[i + 1].startswith("*** Move to: "))
-    if _GIT_DIFF.match(lines[i]):
-        i += 1
-        while i < len(lines) and _GIT_META.match(lines[i]):
-            i += 1
-        if i < len(lines) and _file_header(lines, i) and not _GIT_DIFF.match(lines[i]):
-            i += 2
-        return i
-    return i + 2
-
-
-def _is_body(line: str) -> bool:
-    """Can this line be in a diff hunk: context, removed, added, ``\\ No newline``, or
-    an empty line (a context line whose space an editor stripped)?"""
-    return not line or line[0] in " -+\\"
-
-
-def _bare_diff(lines: list[str]) -> bool:
-    """Is the whole snippet one diff hunk without headers? Every line has a diff
-    prefix, lines are both removed and added, and none is a marker: a Markdown or YAML
-    list has no ``+`` lines, code that starts a line with a sign has other lines too.
-    """
-    return all(not _ends_hunk(lines, i) and not is_marker(s) for i, s in enumerate(lines)) \
-        and any(s.startswith("-") for s in lines) and any(s.startswith("+") for s in lines)
-
-
-def _ends_hunk(lines: list[str], i: int) -> bool:
-    """Does ``lines[i]`` end a diff hunk's body (no prefix, or the start of something
-    else: a header, a SEARCH/REPLACE marker, a lazy marker)?"""
-    line = lines[i]
-    return not _is_body(line) or _file_header(lines, i) or bool(
-        _SR_START.match(line) or _SR_END.match(line)
-        or (line[:1] != " " and is_marker(line)))
-
-
-def _diff_follows(lines: list[str], i: int) -> bool:
-    """Is ``lines[i:]`` (after a marker in a diff) the rest of a diff hunk: lines with
-    diff prefixes, at least one not blank, up to the end, a marker or a header? (Code
-    written without prefixes, as in a lazy snippet, stops the run elsewhere.)
-
-    >>> _diff_follows(["+b", " c", "# ..."], 0), _diff_follows(["    return x", "y"], 0)
-    (True, False)
-    """
-    end = i
-    while end < len(lines) and not _ends_hunk(lines, end):
-        end += 1
-    return any(s.strip() for s in lines[i:end]) and (
-        end == len(lines) or _file_header(lines, end) or is_marker(lines[end])
-        or bool(_UDIFF_HUNK.match(lines[end]) or _FENCE.match(lines[end])))
-
-
-def _parse_udiff_hunk(lines: list[str], i: int, header: re.Match[str] | None,
-                      add: Callable[..., None], change: str = "") -> int:
-    """Parse the hunk whose ``@@`` header is ``lines[i]`` (body at ``lines[i + 1]``); return
-    the index after it.
-
-    The header's line counts are not trusted (LLMs get them wrong, or leave them out):
-    like ``git apply --recount``, the hunk is every following line with a diff prefix.
-    Empty lines at its end separate it from what follows; they are not context.
-    A ``\\ No newline at end of file`` line says that the line before it ends its side
-    of the file without a newline (a context line: both sides).
-    """
-    start = i
-    end = i + 1
-    while end < len(lines) and not _ends_hunk(lines, end):
-        end += 1
-    while end > i + 1 and lines[end - 1] == "":
-        end -= 1
-    old: list[str] = []
-    new: list[str] = []
-    tag = ""
-    old_open = new_open = False  # a side said to end without a newline
-    for line in lines[i + 1:end]:
-        if line.startswith("\\"):
-            old_open = old_open or tag in (" ", "-")
-            new_open = new_open or tag in (" ", "+")
-            continue
-        tag, body = (line[:1], line[1:]) if line else (" ", "")
-        if tag in " -":
-            old.append(body)
-        if tag in " +":
-            new.append(body)
-    old_start = int(header.group(1)) if header and header.group(1) else None
-    eof_newline = False if new_open else True if old_open else None
-    if old or new:
-        add("udiff", old, new, start + 1, old_start=old_start, eof_newline=eof_newline,
-            file_change=change)
-    return end
 
 
 def detect_format(snippet: str) -> str:

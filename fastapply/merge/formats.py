@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from fastapply.merge.costs import WorkBudget
-from fastapply.merge.edits import BLOCK_MARKER, EditError, EditPlan
 from fastapply.merge.lines import key_loose
+from fastapply.merge.syntax import BLOCK_MARKER, EditError, EditPlan
 from fastapply.merge.text import _find_runs
 
 __all__ = ["diff_files", "heading", "refuse_ambiguous", "underlined_in"]
@@ -40,7 +40,7 @@ def refuse_ambiguous(plan: EditPlan, orig: list[str], budget: WorkBudget) -> Non
     >>> refuse_ambiguous(parse_edit(block), ["Text.", "=======", "Text.", "New"], WorkBudget())
     Traceback (most recent call last):
     ...
-    fastapply.merge.edits.EditError: SEARCH block 1 (snippet line 1) has more than one '=======' ...
+    fastapply.merge.syntax.EditError: SEARCH block 1 (snippet line 1) has more than one ...
     """
     for hunk in plan.hunks:
         for old, _ in hunk.readings:

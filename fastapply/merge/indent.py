@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fastapply.merge.edits import EditPlan
+from fastapply.merge.syntax import EditPlan
 from fastapply.merge.text import as_tabs
 
 #: Indented lines a file needs before its tab style is trusted.

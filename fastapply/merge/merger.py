@@ -10,11 +10,11 @@ from dataclasses import dataclass, replace
 
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import removed_definitions
-from fastapply.merge.edits import Hunk
 from fastapply.merge.guess import guesses
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
 from fastapply.merge.precision import Removal, removals
+from fastapply.merge.syntax import Hunk
 from fastapply.merge.text import (
     _closest,
     _context_from_original,

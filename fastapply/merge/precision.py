@@ -53,7 +53,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fastapply.merge.edits import EditPlan
+from fastapply.merge.syntax import EditPlan
 
 __all__ = ["Removal", "removals", "review", "strict_runs", "unanchored_removals"]
 
