@@ -406,7 +406,6 @@ def test_a_kept_connection_the_server_closed_meanwhile_is_retried_fresh() -> Non
     # guard's kept connection is dead when the next request comes.
     import asyncio
     import http.server
-    import time
 
     from fastapply.server.http.upstream import Upstream
 
@@ -423,7 +422,14 @@ def test_a_kept_connection_the_server_closed_meanwhile_is_retried_fresh() -> Non
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CloseAfterAnswer)
+    closed = threading.Event()  # set once the server closed a connection it answered
+
+    class Server(http.server.ThreadingHTTPServer):
+        def shutdown_request(self, request: Any) -> None:
+            super().shutdown_request(request)
+            closed.set()
+
+    server = Server(("127.0.0.1", 0), CloseAfterAnswer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
 
@@ -431,7 +437,9 @@ def test_a_kept_connection_the_server_closed_meanwhile_is_retried_fresh() -> Non
         upstream = Upstream("127.0.0.1", server.server_address[1])
         first = await upstream.get("/a")
         assert len(upstream.idle) == 1  # kept: the server did not say it would close
-        time.sleep(0.2)  # the server's close arrives meanwhile
+        # the server's close happens meanwhile (waited for, not slept on: on a busy
+        # machine 0.2 s was not always enough); the timeout only guards against a hang
+        assert closed.wait(60), "the test server never closed the connection"
         second = await upstream.get("/b")
         upstream.close()
         return [first, second]
