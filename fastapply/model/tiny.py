@@ -12,7 +12,7 @@ random weights, then saves both as an ordinary Hugging Face directory::
 The weights are random, so the model's output is noise, but it is *deterministic* noise:
 the same seed gives the same directory, greedy decoding is reproducible, and the
 initialisation range is wide enough that greedy output varies from token to token
-instead of repeating one token (``test_tinymodel`` checks that).
+instead of repeating one token (tests/model/test_tiny.py checks that).
 """
 
 from __future__ import annotations
