@@ -69,7 +69,7 @@ RUN python3 -m pip freeze --exclude-editable | grep -v ' @ ' > /tmp/base-constra
  && python3 -m pip install --no-deps . \
  && python3 -m pip install --constraint /tmp/base-constraints.txt "tritonclient[grpc]>=2.50" \
  && python3 -m pip install --constraint /tmp/base-constraints.txt ".[build-trtllm]" \
- && python3 -c "import tensorrt_llm, fastapply.service, fastapply.model_repo" \
+ && python3 -c "import tensorrt_llm, fastapply.service, fastapply.server.model_repo" \
  && rm -rf /opt/fastapply/src/build
 
 # Run as uid 1000. The Triton base images already have such a user (triton-server);

@@ -14,7 +14,7 @@ import sys
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("fastapply.demo", "start a server, send one real edit, show the diff and stats"),
-    "serve": ("fastapply.serve_cli", "run tritonserver with the fast_apply model"),
+    "serve": ("fastapply.server.cli", "run tritonserver with the fast_apply model"),
     "apply": ("fastapply.client.cli", "merge an edit snippet into a file through a server"),
     "build": ("fastapply.engine_build.cli", "LoRA merge -> FP8 -> TensorRT-LLM engine"),
     "loadtest": ("fastapply.loadtest.cli", "Locust load test against a server"),

@@ -68,8 +68,8 @@ def print_stats(stats: Stats) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fastapply.client import FastApplyClient, FastApplyError
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import ServerError, TritonServer
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import ServerError, TritonServer
 
     edit = pick_example(args.example)
     params: dict[str, Any] = {"runtime": "deterministic"}
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         params = {"runtime": "torch", "model_dir": model_dir, "device": "cpu",
                   "dtype": "float32", "worker_threads": 2}
     if args.tiny_model:
-        from fastapply.tinymodel import ensure_tiny_model
+        from fastapply.model.tiny import ensure_tiny_model
 
         print("building/loading the tiny random model ...", flush=True)
         params = {"runtime": "torch", "model_dir": ensure_tiny_model(), "device": "cpu",

@@ -48,7 +48,7 @@ class Stats:
     #: Lowest probability the model gave a token it wrote (1.0 where the runtime does
     #: not report probabilities): where it hesitated.
     min_token_prob: float = 1.0
-    #: Which reading was served and why (see fastapply.witness): "agree", "model", ...
+    #: Which reading was served and why (see fastapply.decoding.witness): "agree", "model", ...
     witness: str = ""
 
     def finalise(self, total_s: float, chars: int) -> Stats:

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fastapply.decoding.runtimes import RUNTIMES, Runtime
+from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES
 from fastapply.metrics import Stats
-from fastapply.runtimes import RUNTIMES, Runtime
-from fastapply.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -54,7 +54,7 @@ class IncompleteOutput(InvalidRequest):
 
 
 class Refused(InvalidRequest):
-    """The two readings of the snippet part (see fastapply.witness): nothing is served,
+    """The two readings of the snippet part (see fastapply.decoding.witness): nothing is served,
     and the message names the region where they part."""
 
 
@@ -74,7 +74,7 @@ class ServiceConfig:
     engine_dir: str | None = None
     #: Tokenizer directory when it is not ``model_dir``.
     tokenizer_dir: str | None = None
-    #: kortix | morph (see fastapply.prompts).
+    #: kortix | morph (see fastapply.decoding.prompts).
     prompt_format: str = "kortix"
     #: Largest draft per verification step (K); 0 disables speculation.
     max_draft_len: int = 64
@@ -87,7 +87,7 @@ class ServiceConfig:
     #: Largest accepted input in bytes.
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     #: What a model runtime serves, given the model's output and the deterministic
-    #: merge (see fastapply.witness.POLICIES).
+    #: merge (see fastapply.decoding.witness.POLICIES).
     policy: str = DEFAULT_POLICY
     #: The lowest token probability the confidence-based policies accept.
     threshold: float = DEFAULT_THRESHOLD
@@ -229,7 +229,7 @@ class FastApplyService:
             import fastapply.merge  # noqa: F401 - load now, not on the first request
 
     def _load_model(self) -> None:
-        from fastapply import prompts
+        from fastapply.decoding import prompts
 
         cfg = self.config
         self.format = prompts.get_format(cfg.prompt_format)
@@ -295,8 +295,8 @@ class FastApplyService:
         return result
 
     def _apply_deterministic(self, original: str, snippet: str) -> ApplyResult:
-        from fastapply.edits import EditError
         from fastapply.merge import apply_snippet
+        from fastapply.merge.edits import EditError
 
         try:
             merged = apply_snippet(original, snippet).check()
@@ -310,8 +310,8 @@ class FastApplyService:
     def _apply_model(self, original: str, snippet: str, instruction: str | None,
                      max_tokens: int | None, on_delta: Callable[[str], None] | None,
                      cancelled: Callable[[], bool]) -> ApplyResult:
-        from fastapply import prompts
-        from fastapply.speculate import ContextLimitError, TextStream
+        from fastapply.decoding import prompts
+        from fastapply.decoding.speculate import ContextLimitError, TextStream
 
         tok, runtime = self.tokenizer, self.runtime
         assert runtime is not None
@@ -353,8 +353,8 @@ class FastApplyService:
         """Serve what the policy decides between the model's output and the
         deterministic merge; refuse (naming where they part) otherwise. A streamed
         answer is never replaced: its deltas were the model's text."""
-        from fastapply.edits import EditError, detect_format
-        from fastapply.witness import decide, deterministic_reading
+        from fastapply.decoding.witness import decide, deterministic_reading
+        from fastapply.merge import EditError, detect_format
 
         if self.config.policy == "model" or not result.stats.complete:
             result.stats.witness = "model"
@@ -410,19 +410,19 @@ class FastApplyService:
 def make_runtime(config: ServiceConfig) -> Runtime:
     """Instantiate the configured model runtime."""
     if config.runtime == "torch":
-        from fastapply.runtimes.torch import TorchRuntime
+        from fastapply.decoding.runtimes.torch import TorchRuntime
 
         assert config.model_dir is not None
         return TorchRuntime(config.model_dir, device=config.device, dtype=config.dtype,
                             context_limit=config.context_limit)
     if config.runtime == "trtllm-engine":
-        from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime
+        from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime
 
         return TrtllmEngineRuntime(config.engine_dir or config.model_dir,
                                    max_draft_len=config.max_draft_len,
                                    context_limit=config.context_limit)
     if config.runtime == "trtllm-pytorch":
-        from fastapply.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
+        from fastapply.decoding.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
         return TrtllmPytorchRuntime(config.model_dir, max_draft_len=config.max_draft_len,
                                     context_limit=config.context_limit)

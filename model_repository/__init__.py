@@ -1,1 +1,1 @@
-"""The Triton model repository templates (rendered by fastapply.model_repo)."""
+"""The Triton model repository templates (rendered by fastapply.server.model_repo)."""

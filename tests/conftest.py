@@ -19,7 +19,9 @@ import pytest
 #: The development corpus (../shared/data next to the repository), or where that is absent
 #: (a fresh clone) its 60 smallest records shipped in tests/data; $FASTAPPLY_DATA overrides.
 SHARED_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/data/edits-dev.jsonl"
-SHIPPED_CORPUS = Path(__file__).resolve().parent / "data" / "edits-dev-sample.jsonl"
+#: Data shipped with the tests; every test folder reaches it through this name.
+DATA = Path(__file__).resolve().parent / "data"
+SHIPPED_CORPUS = DATA / "edits-dev-sample.jsonl"
 CORPUS = Path(os.environ.get("FASTAPPLY_DATA") or
               (SHARED_CORPUS if SHARED_CORPUS.is_file() else SHIPPED_CORPUS))
 
@@ -50,8 +52,8 @@ def corpus() -> list[dict[str, Any]]:
 
 def start_server(tmp_path_factory: pytest.TempPathFactory, **params: Any) -> Any:
     """Render a repository with ``params`` and start a server on it (skip if none)."""
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import ServerError, TritonServer, find_server
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import ServerError, TritonServer, find_server
 
     try:
         find_server()
@@ -81,7 +83,7 @@ TINY_COMPLETE = ("a = 1\n", "a = 0\n")
 
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
-    from fastapply.tinymodel import ensure_tiny_model
+    from fastapply.model.tiny import ensure_tiny_model
 
     return ensure_tiny_model()
 

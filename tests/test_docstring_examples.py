@@ -8,16 +8,17 @@ import importlib
 import pytest
 
 MODULES = [
-    "fastapply.edits", "fastapply.merge", "fastapply.drafting", "fastapply.prompts",
-    "fastapply._merge_formats",
-    "fastapply.speculate", "fastapply.service", "fastapply.bench.common", "fastapply.bench.merge",
-    "fastapply.bench.merge_shapes", "fastapply._merge_lazy", "fastapply._merge_costs",
-    "fastapply._merge_lines", "fastapply._merge_locate", "fastapply._merge_align",
-    "fastapply._merge_defs", "fastapply._merge_text", "fastapply._merge_guess",
-    "fastapply._merge_indent", "fastapply.precision", "fastapply.corpus.languages",
-    "fastapply.corpus.snippets", "fastapply.corpus.split", "fastapply.corpus.verify",
-    "fastapply.bench.baselines", "fastapply.model_repo", "fastapply.http_guard",
-    "fastapply.http_generate", "fastapply.http_checks",
+    "fastapply.merge.edits", "fastapply.merge.syntax", "fastapply.merge.udiff", "fastapply.merge",
+    "fastapply.merge.apply",
+    "fastapply.decoding.drafting", "fastapply.decoding.prompts", "fastapply.merge.formats",
+    "fastapply.decoding.speculate", "fastapply.service", "fastapply.bench.common",
+    "fastapply.bench.merge", "fastapply.bench.merge_shapes", "fastapply.merge.lazy",
+    "fastapply.merge.costs", "fastapply.merge.lines", "fastapply.merge.locate",
+    "fastapply.merge.align", "fastapply.merge.definitions", "fastapply.merge.text",
+    "fastapply.merge.guess", "fastapply.merge.indent", "fastapply.merge.precision",
+    "fastapply.corpus.languages", "fastapply.corpus.snippets", "fastapply.corpus.split",
+    "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.server.model_repo",
+    "fastapply.server.http.guard", "fastapply.server.http.generate", "fastapply.server.http.checks",
 ]
 
 
@@ -26,5 +27,5 @@ def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
-    if name in ("fastapply.drafting", "fastapply.merge", "fastapply.edits"):
+    if name in ("fastapply.decoding.drafting", "fastapply.merge", "fastapply.merge.edits"):
         assert result.attempted > 0, f"{name} should carry worked examples"

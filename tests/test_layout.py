@@ -75,3 +75,31 @@ def test_thin_installs_import_nothing_heavy(module: str, heavy: tuple[str, ...])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     assert out.stdout.strip() == "[]", f"{module} imports {out.stdout.strip()}"
+
+
+def test_the_library_is_one_folder_per_concern() -> None:
+    top = REPO / "fastapply"
+    modules = sorted(p.name for p in top.glob("*.py"))
+    assert modules == ["__init__.py", "__main__.py", "cli.py", "demo.py", "metrics.py",
+                       "service.py"]
+    packages = sorted(p.name for p in top.iterdir() if (p / "__init__.py").is_file())
+    assert packages == ["bench", "corpus", "decoding", "examples", "merge", "model", "server"]
+    # private helpers live inside the package they serve, without a prefix
+    assert not list(top.rglob("_merge*.py"))
+
+
+def test_every_package_is_installed() -> None:
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {name for name, path in _modules() if path.name == "__init__.py"}
+    assert found <= listed, f"missing from [tool.setuptools] packages: {found - listed}"
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    tests = REPO / "tests"
+    for package in ("merge", "decoding", "server", "model", "client", "engine_build",
+                    "loadtest", "corpus"):
+        assert list((tests / package).glob("test_*.py")), f"no tests/{package}/test_*.py"
+    # pytest imports test files by their base name (no __init__.py): they must be unique
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names))

@@ -88,7 +88,7 @@ def test_config_errors_say_what_to_do():
 @pytest.fixture(scope="module")
 def tiny_services():
     pytest.importorskip("transformers")
-    from fastapply.tinymodel import ensure_tiny_model
+    from fastapply.model.tiny import ensure_tiny_model
 
     path = str(ensure_tiny_model())
     make = lambda k, **kw: FastApplyService(  # noqa: E731
@@ -137,7 +137,7 @@ def test_a_prompt_over_the_context_is_refused_before_the_drafts_are_built(
     # The drafter's sources (a deterministic merge, then three texts tokenized) cost
     # twice the prompt's tokenizing: a 3.9 MB file took 16 s to refuse, 5 s of it for
     # the prompt. Counted here as the characters handed to the tokenizer.
-    from fastapply import prompts
+    from fastapply.decoding import prompts
 
     _, spec, _ = tiny_services
     encoded: list[int] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fastapply.drafting import Drafter, SpeculativeEditsDrafter
+from fastapply.decoding.drafting import Drafter, SpeculativeEditsDrafter
 
 
 class OriginalCursorDrafter(SpeculativeEditsDrafter):

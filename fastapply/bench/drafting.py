@@ -44,8 +44,8 @@ def candidate_merger() -> Callable[[str, str], str | None]:
     imported: the numbers then measure the original and snippet sources only.
     """
     try:
-        from fastapply.edits import EditError
         from fastapply.merge import apply_snippet
+        from fastapply.merge.edits import EditError
     except ImportError as exc:
         print(f"warning: no candidate source ({exc}); speculative_edits drafts from the "
               "original and the snippet only", file=sys.stderr)
@@ -64,10 +64,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
     from fastapply.bench.baselines import OriginalCursorDrafter, PromptLookupDrafter, simulate
-    from fastapply.drafting import Drafter, SpeculativeEditsDrafter
+    from fastapply.decoding.drafting import Drafter, SpeculativeEditsDrafter
 
     if args.tokenizer is None:
-        from fastapply.tinymodel import ensure_tiny_model
+        from fastapply.model.tiny import ensure_tiny_model
 
         args.tokenizer = ensure_tiny_model()
     tok = Tokenizer.from_file(str(Path(args.tokenizer) / "tokenizer.json"))

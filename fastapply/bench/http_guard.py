@@ -1,4 +1,4 @@
-"""What the HTTP guard (fastapply.http_guard) adds per HTTP generate request.
+"""What the HTTP guard (fastapply.server.http.guard) adds per HTTP generate request.
 
 Starts a tritonserver (deterministic runtime) behind its guard on free loopback ports,
 then sends the same edit of a generated ``--lines``-line Python file ``--requests``
@@ -45,8 +45,8 @@ def _streamed_text(raw: bytes) -> str:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from fastapply.model_repo import render_repository
-    from fastapply.serving import TritonServer
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import TritonServer
 
     original, snippet, expected = make_edit(args.lines)
     body = json.dumps({"initial_code": original, "edit_snippet": snippet}).encode()

@@ -111,8 +111,8 @@ COLUMNS = ["exact_rate", "served_exact_rate", "exact_but_flagged", "wrong_flagge
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from fastapply.edits import EditError
     from fastapply.merge import apply_snippet
+    from fastapply.merge.edits import EditError
 
     if args.shapes:
         from fastapply.bench.merge_shapes import run_shapes

@@ -87,8 +87,8 @@ def snippets(text: str, seed: int) -> dict[str, str]:
 def run_shapes(lines: int, repeat: int, seed: int = 0) -> dict[str, Any]:
     """Merge every shape ``repeat`` times; print a table; return the best run's wall and
     CPU ms per shape (CPU time is the steadier figure on a shared machine)."""
-    from fastapply.edits import EditError
     from fastapply.merge import apply_snippet
+    from fastapply.merge.edits import EditError
 
     text = joined(code_lines(lines, seed))
     rows, result = [], {}

@@ -1,6 +1,6 @@
 """What the OpenAI/Morph/Relace HTTP front adds per request over the direct gRPC path.
 
-Starts a tritonserver (deterministic runtime) and ``fastapply.openai_server`` beside it
+Starts a tritonserver (deterministic runtime) and ``fastapply.server.openai.server`` beside it
 on free loopback ports, then sends the same edit of a generated ``--lines``-line Python
 file ``--requests`` times through each path in turn, so all see the same machine load:
 
@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import openai
 
     from fastapply.client import FastApplyClient
-    from fastapply.model_repo import render_repository
-    from fastapply.openai_server import OpenAIFront
-    from fastapply.serving import TritonServer
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.openai.server import OpenAIFront
+    from fastapply.server.triton import TritonServer
 
     original, snippet, expected = make_edit(args.lines)
     message = f"<code>{original}</code>\n<update>{snippet}</update>"

@@ -7,7 +7,7 @@ is cropped to a window around some of its changes (``--whole-lines``: short file
 kept whole), exactly as the training examples are, and each style of ``--styles`` gives
 one snippet of that window. The model merges it once (policy ``model``: its raw output
 and lowest token probability); the deterministic merge reads it once; every policy of
-:data:`fastapply.witness.POLICIES` is then decided from those two readings offline.
+:data:`fastapply.decoding.witness.POLICIES` is then decided from those two readings offline.
 ``--save FILE`` keeps the readings, ``--load FILE`` re-decides without the model.
 
     python -m fastapply.bench quality --data valid.jsonl --limit 60 --save readings.jsonl
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapply.bench.common import print_table
-from fastapply.witness import POLICIES, Reading, decide
+from fastapply.decoding.witness import POLICIES, Reading, decide
 
 #: Styles measured by default: the generator's textbook lazy snippet, the agent styles,
 #: and the two exact notations.
@@ -96,10 +96,10 @@ def category(output: str, truth: str, original: str, snippet: str) -> str:
 def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run the model and the deterministic merge on every (window, style)."""
     from fastapply.corpus.agent_style import window
+    from fastapply.decoding.witness import deterministic_reading
     from fastapply.examples import load_edits
     from fastapply.model.sft_data import SftConfig, snippet_of
     from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
-    from fastapply.witness import deterministic_reading
 
     model = args.model
     if model is None:

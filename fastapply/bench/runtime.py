@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import AutoTokenizer
 
-    from fastapply import prompts
-    from fastapply.runtimes.torch import TorchRuntime
-    from fastapply.tinymodel import ensure_tiny_model
+    from fastapply.decoding import prompts
+    from fastapply.decoding.runtimes.torch import TorchRuntime
+    from fastapply.model.tiny import ensure_tiny_model
 
     model_dir = args.model or ensure_tiny_model()
     runtime = TorchRuntime(model_dir, device=args.device, dtype=args.dtype)

@@ -47,9 +47,9 @@ def make_edit(lines: int) -> tuple[str, str, str]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.client import FastApplyClient
-    from fastapply.model_repo import render_repository
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import TritonServer
     from fastapply.service import FastApplyService, ServiceConfig
-    from fastapply.serving import TritonServer
 
     original, snippet, expected = make_edit(args.lines)
     service = FastApplyService(ServiceConfig(runtime="deterministic"))

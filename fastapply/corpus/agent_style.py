@@ -31,7 +31,7 @@ from typing import Any
 
 from fastapply.corpus.languages import COMMENTS
 from fastapply.corpus.snippets import lines_of
-from fastapply.edits import is_marker
+from fastapply.merge import is_marker
 
 AGENT_STYLES = ("signature", "named", "whole_block", "whole_file")
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fastapply.corpus.languages import COMMENTS, WORDINGS
-from fastapply.edits import is_marker
+from fastapply.merge.edits import is_marker
 
 #: SEARCH blocks are widened at most this many lines each side to make them unique.
 MAX_WIDEN = 40

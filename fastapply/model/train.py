@@ -1,7 +1,7 @@
 """Supervised fine-tuning of the apply model with LoRA (``fastapply train``).
 
 What is ours is small: the examples (:mod:`fastapply.model.sft_data`), the prompt (the
-served prompt formats of :mod:`fastapply.prompts`, through the tokenizer's own chat
+served prompt formats of :mod:`fastapply.decoding.prompts`, through the tokenizer's own chat
 template) and what counts as the answer (everything after the prompt, the end-of-turn
 token included: the loss is on the answer only). The mechanics (gradient accumulation,
 schedule, checkpoints, resume) are transformers' ``Trainer`` with a peft LoRA model.
@@ -50,7 +50,7 @@ class TrainConfig:
 def tokenize_example(tokenizer: Any, ex: dict[str, Any]) -> tuple[list[int], list[int]]:
     """(input ids, labels) of one example: the prompt's labels are -100 (no loss), the
     answer's are its own ids, the end-of-turn token included."""
-    from fastapply.prompts import build_prompt_ids, encode, get_format
+    from fastapply.decoding.prompts import build_prompt_ids, encode, get_format
 
     fmt = get_format(ex["format"])
     prompt = build_prompt_ids(tokenizer, fmt, ex["original"], ex["snippet"])

@@ -32,7 +32,7 @@ DEFAULT_URL = "127.0.0.1:8001"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from fastapply.processes import positive
+    from fastapply.server.processes import positive
 
     p.add_argument("file", help="the file to edit ('-': standard input)")
     p.add_argument("snippet", help="the edit snippet: lazy markers, SEARCH/REPLACE blocks "

@@ -14,9 +14,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from fastapply.decoding.runtimes.trtllm_engine import TRTLLM_CONTAINER
 from fastapply.engine_build.errors import BuildError, ToolMissing
 from fastapply.engine_build.profile import Profile
-from fastapply.runtimes.trtllm_engine import TRTLLM_CONTAINER
 
 
 def build_command(profile: Profile, checkpoint_dir: str | Path, engine_dir: str | Path,

@@ -18,7 +18,7 @@ a finished build is published by switching one relative symlink, atomically::
 A server started on ``ROOT/current/...`` keeps the files it opened when the pointer moves
 (the rendered repository holds resolved paths into its own ``builds/KEY``). The Helm
 chart builds its serving paths from the same names (``helm/fastapply/templates/
-_helpers.tpl``, checked against this module by ``tests/test_engine_build.py``).
+_helpers.tpl``, checked against this module by ``tests/engine_build/test_engine_build.py``).
 """
 
 from __future__ import annotations

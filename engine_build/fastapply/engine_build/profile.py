@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from fastapply.decoding.runtimes import MODEL_RUNTIMES as RUNTIMES
+from fastapply.decoding.runtimes import TRTLLM_RUNTIMES
 from fastapply.engine_build.errors import BuildError
-from fastapply.runtimes import MODEL_RUNTIMES as RUNTIMES
-from fastapply.runtimes import TRTLLM_RUNTIMES
 
 #: What the verify stage can compare with the reference (see ``Verify.candidate``).
 CANDIDATES = ("fakequant", *TRTLLM_RUNTIMES)

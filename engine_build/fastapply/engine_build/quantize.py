@@ -1,7 +1,7 @@
 """FP8 quantization with nvidia-modelopt: FP8 weights and activations, FP8 KV cache.
 
 Calibration runs real merge prompts through the model: each edit record becomes the
-prompt fastapply sends (``fastapply.prompts``) followed by the answer the model should
+prompt fastapply sends (``fastapply.decoding.prompts``) followed by the answer the model should
 give, so the activation scales cover both the copied input and the generated file (an
 uncalibrated export leaves activation scales missing).
 
@@ -44,7 +44,7 @@ def record_snippet(record: dict[str, Any]) -> str:
 def merge_sequences(tokenizer: Any, prompt_format: str, records: Iterable[dict[str, Any]],
                     max_tokens: int, with_answer: bool = True) -> list[list[int]]:
     """Token ids of merge prompts (+ the expected answer), skipping those over max_tokens."""
-    from fastapply import prompts
+    from fastapply.decoding import prompts
 
     fmt = prompts.get_format(prompt_format)
     out: list[list[int]] = []

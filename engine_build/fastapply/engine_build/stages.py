@@ -81,7 +81,7 @@ def resolve_model_dir(value: str | None) -> Path:
     if not value:
         raise BuildError("no model directory: pass --model DIR (the profile has none)")
     if value == "tiny":
-        from fastapply.tinymodel import ensure_tiny_model
+        from fastapply.model.tiny import ensure_tiny_model
 
         return ensure_tiny_model()
     if value == "smollm2-base":
@@ -243,7 +243,7 @@ def render_params(build: Build) -> dict[str, Any]:
 
 
 def render_stage(build: Build) -> dict[str, Any]:
-    from fastapply.model_repo import render_repository  # it refuses unfilled placeholders
+    from fastapply.server.model_repo import render_repository  # it refuses unfilled placeholders
 
     out = render_repository(build.path(layout.MODEL_REPOSITORY), **render_params(build))
     return {"status": "done", "model_repository": str(out), "runtime": build.profile.runtime}

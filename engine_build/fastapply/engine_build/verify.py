@@ -13,7 +13,7 @@ and reports the mean cosine of the two logit vectors per position (``logits_cosi
 and the share of positions whose argmax agrees (``top1_agreement``); the stage fails
 under ``verify.min_logits_cosine``. On the tiny random model FP8 keeps the cosine at
 ~0.92 (its chaotic logits flip half the argmaxes), and FP8 weight scales off by 100x
-drop it to ~0.00 (``tests/test_engine_build.py`` breaks them on purpose).
+drop it to ~0.00 (``tests/engine_build/test_engine_build.py`` breaks them on purpose).
 
 On CPU the candidate is modelopt's *simulated* FP8: the same FP8 recipe and calibration
 applied as fake quantization to a float32 copy of the model, compared with the float32
@@ -29,8 +29,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapply.runtimes import Runtime
-from fastapply.runtimes.torch import TorchRuntime
+from fastapply.decoding.runtimes import Runtime
+from fastapply.decoding.runtimes.torch import TorchRuntime
 
 #: Tokens of context shown on each side of a divergence.
 CONTEXT_TOKENS = 8
@@ -82,7 +82,7 @@ def parity(records: list[dict[str, Any]], tokenizer: Any, prompt_format: str,
            reference: Runtime, candidate: Runtime, max_tokens: int,
            max_draft_len: int) -> dict[str, Any]:
     """Merge ``records`` on both runtimes; return the figures (exact_match_rate etc.)."""
-    from fastapply import prompts
+    from fastapply.decoding import prompts
     from fastapply.engine_build.quantize import record_snippet
 
     fmt = prompts.get_format(prompt_format)
@@ -145,9 +145,9 @@ def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_token
     """Merges served by tritonserver (torch runtime, CPU float32) vs in-process ones."""
     from fastapply.client.grpc import FastApplyClient
     from fastapply.engine_build.quantize import record_snippet
-    from fastapply.model_repo import render_repository
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import TritonServer
     from fastapply.service import FastApplyService, IncompleteOutput, ServiceConfig
-    from fastapply.serving import TritonServer
 
     params: dict[str, Any] = {"runtime": "torch", "model_dir": str(model_dir), "device": "cpu",
               "dtype": "float32", "prompt_format": prompt_format}

@@ -10,13 +10,28 @@ Candidates:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from fastapply.engine_build import layout
 from fastapply.engine_build.errors import BuildError
+from fastapply.engine_build.profile import Profile
 
-if TYPE_CHECKING:
-    from fastapply.engine_build.stages import Build
+
+class Build(Protocol):
+    """What the verify stage reads of a build (a :class:`.stages.Build`; named here, not
+    imported, because the stages call this module)."""
+
+    profile: Profile
+    out: Path
+    calibration: list[dict[str, Any]]
+    held_out: list[dict[str, Any]]
+    held_out_disjoint: bool
+
+    @property
+    def merged_dir(self) -> Path: ...
+
+    def path(self, name: str) -> Path: ...
 
 
 
@@ -31,8 +46,8 @@ def _runtimes(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
         calib = merge_sequences(tokenizer, p.prompt_format, build.calibration,
                                 p.calibration.max_prompt_tokens)
         return fakequant_pair(build.merged_dir, calib, p.max_seq_len)
-    from fastapply.runtimes.torch import TorchRuntime
-    from fastapply.runtimes.trtllm_engine import TrtllmNotInstalled, import_module
+    from fastapply.decoding.runtimes.torch import TorchRuntime
+    from fastapply.decoding.runtimes.trtllm_engine import TrtllmNotInstalled, import_module
 
     try:  # before loading the reference: say where to run, not what failed to load
         import_module("tensorrt_llm")
@@ -41,12 +56,12 @@ def _runtimes(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
     ref = TorchRuntime(build.merged_dir, device="cuda", dtype="bfloat16",
                        context_limit=p.max_seq_len)
     if candidate == "trtllm-engine":
-        from fastapply.runtimes.trtllm_engine import TrtllmEngineRuntime
+        from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime
 
         return ref, TrtllmEngineRuntime(build.path(layout.ENGINE),
                                         max_draft_len=p.max_draft_len,
                                         context_limit=p.max_seq_len)
-    from fastapply.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
+    from fastapply.decoding.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
     return ref, TrtllmPytorchRuntime(build.path(layout.QUANTIZED_HF),
                                      max_draft_len=p.max_draft_len, context_limit=p.max_seq_len)

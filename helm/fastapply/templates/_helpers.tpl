@@ -63,7 +63,7 @@ app.kubernetes.io/component: server
 {{- end }}
 
 {{/*
-The build layout of engine_build/layout.py (tests/test_engine_build.py checks they agree):
+The build layout of engine_build/layout.py (tests/engine_build/test_engine_build.py checks they agree):
 `fastapply build all --out <engineRoot>` builds into <engineRoot>/builds/<key> and, once
 done, switches the <engineRoot>/current symlink to it; pods read through the pointer, so a
 rebuild never overwrites the engine a pod is serving.

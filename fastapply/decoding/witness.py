@@ -1,0 +1,143 @@
+"""What gets served: two witnesses of one snippet, and the policy that decides between them.
+
+The deterministic merge (:func:`fastapply.merge.apply_snippet`) and the model's output
+are two independent readings of a snippet; the model's own token probabilities (free
+during verification) say where it hesitated. A policy (:data:`POLICIES`) turns the two
+readings into a file to serve or a refusal that names where they part, so the agent
+that sent the snippet can resend it with more context. The policies and their measured
+served-exact and wrong-served rates are in docs/benchmarks.md
+(``python -m fastapply.bench quality``).
+
+>>> det = Reading("a = 2\\n", certain=True)
+>>> decide("agree", "a = 2\\n", 0.99, det, exact_format=False).serve
+True
+>>> decide("agree", "a = 3\\n", 0.99, det, exact_format=False).serve
+False
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+#: policy -> what it serves
+POLICIES: dict[str, str] = {
+    "model": "the model's output, always",
+    "deterministic": "the deterministic merge when it is certain (the model is not run)",
+    "agree": "only a file both readings agree on",
+    "agree_or_exact": "a file both agree on; for SEARCH/REPLACE and udiff snippets the "
+                      "deterministic merge when it is certain",
+    "confident": "the model's output when its lowest token probability reaches the "
+                 "threshold",
+    "agree_or_confident": "a file both agree on, or the model's output when the "
+                          "deterministic merge is unsure or refused and the model is "
+                          "confident",
+    "model_unless_certain_disagree": "the model's output unless the deterministic merge "
+                                     "is certain and reads it otherwise",
+}
+#: The shipped policy and its threshold (chosen on the validation split).
+DEFAULT_POLICY = "agree_or_exact"
+DEFAULT_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The deterministic merge's reading: its text (None when it refused) and whether it
+    was certain (no unsure place)."""
+
+    text: str | None
+    certain: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to serve: ``text`` when ``serve``, else a refusal ``message``."""
+
+    serve: bool
+    text: str = ""
+    witness: str = ""
+    message: str = ""
+
+
+def deterministic_reading(original: str, snippet: str) -> Reading:
+    """The deterministic merge of ``snippet`` as a witness."""
+    from fastapply.merge import EditError, apply_snippet
+
+    try:
+        result = apply_snippet(original, snippet)
+    except EditError as exc:
+        return Reading(None, False, str(exc))
+    return Reading(result.text, not result.uncertain,
+                   "; ".join(u.message for u in result.uncertain))
+
+
+def parting(model_text: str, det_text: str, context: int = 2, most: int = 6) -> str:
+    """Where two readings part: the first differing region's line numbers and both
+    versions of it (at most ``most`` lines each).
+
+    >>> print(parting("a\\nb\\nc\\n", "a\\nB\\nc\\n"))
+    line 2: the model wrote
+      b
+    the deterministic merge wrote
+      B
+    """
+    a, b = model_text.splitlines(), det_text.splitlines()
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    op = next(o for o in sm.get_opcodes() if o[0] != "equal")
+    _tag, i1, i2, j1, j2 = op
+    where = f"line {i1 + 1}" if i2 - i1 <= 1 else f"lines {i1 + 1}-{i2}"
+
+    def show(lines: list[str]) -> str:
+        if not lines:
+            return "  (nothing)"
+        cut = lines[:most]
+        more = f"\n  ... ({len(lines) - most} more lines)" if len(lines) > most else ""
+        return "\n".join("  " + s for s in cut) + more
+
+    return (f"{where}: the model wrote\n{show(a[i1:i2])}\n"
+            f"the deterministic merge wrote\n{show(b[j1:j2])}")
+
+
+def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
+           exact_format: bool, threshold: float = DEFAULT_THRESHOLD) -> Decision:
+    """Apply ``policy`` to the two readings. ``model_text`` is None when the model's
+    answer was incomplete; ``exact_format`` says the snippet is SEARCH/REPLACE or udiff
+    only (no lazy part), where a certain deterministic merge is exact by construction."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+    agree = model_text is not None and det.text == model_text
+    confident = model_text is not None and min_prob >= threshold
+    if policy == "deterministic":
+        return (Decision(True, det.text, "deterministic") if det.text is not None and det.certain
+                else _refuse(model_text, det, "the deterministic merge is unsure"))
+    if model_text is None:
+        return Decision(False, message="the model did not finish the file")
+    if policy == "model":
+        return Decision(True, model_text, "model")
+    if agree:
+        return Decision(True, model_text, "agree")
+    if policy == "agree_or_exact" and exact_format and det.text is not None and det.certain:
+        return Decision(True, det.text, "deterministic-exact")
+    if policy == "confident" and confident:
+        return Decision(True, model_text, "confident")
+    if policy == "agree_or_confident" and confident and not (det.text is not None
+                                                              and det.certain):
+        return Decision(True, model_text, "confident")
+    if policy == "model_unless_certain_disagree" and not (det.text is not None and det.certain):
+        return Decision(True, model_text, "model")
+    if policy == "confident":
+        return Decision(False, message=f"the model was unsure (lowest token probability "
+                                       f"{min_prob:.2f} < {threshold})")
+    return _refuse(model_text, det, "the model and the deterministic merge read the "
+                                    "snippet differently")
+
+
+def _refuse(model_text: str | None, det: Reading, why: str) -> Decision:
+    if det.text is None:
+        where = f"the deterministic merge refused it ({det.error})"
+    elif model_text is None:
+        where = det.error or "the model gave no reading"
+    else:
+        where = parting(model_text, det.text)
+    return Decision(False, message=f"{why}; nothing was merged: {where}")

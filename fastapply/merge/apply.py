@@ -1,0 +1,260 @@
+"""Deterministic merge: original + parsed edit -> candidate file, plus where it was unsure.
+
+Every hunk becomes a replacement of a run of original lines, in original coordinates;
+the replacements are then laid into the file in order. Lines are compared without
+trailing whitespace and, as a fallback, without indentation too (the snippet is then
+re-indented by the offset found at its anchor). A context line that matches keeps the
+original's exact text (its trailing spaces, its line ending). An anchor found twice is
+resolved by order (after the previous hunk, nearest first) and reported; one found
+nowhere leaves the original untouched there and is reported, with the closest match.
+Code is never dropped silently: anything removed lies between a hunk's own anchors.
+
+>>> merge_text = lambda o, s: apply_snippet(o, s).text
+>>> merge_text("a\\nb\\nc\\nd\\n", "a\\n# ... existing code ...\\nc\\nc2\\nd\\n")
+'a\\nb\\nc\\nc2\\nd\\n'
+>>> r = apply_snippet("x\\ny\\nx\\n", "<<<<<<< SEARCH\\nx\\n=======\\nz\\n>>>>>>> REPLACE\\n")
+>>> r.text
+'z\\ny\\nx\\n'
+>>> print(r.uncertain[0].message)
+SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fastapply.merge import formats
+from fastapply.merge.costs import WorkBudget
+from fastapply.merge.edits import parse_edit
+from fastapply.merge.indent import tabs_for_spaces
+from fastapply.merge.lines import key_exact, key_loose
+from fastapply.merge.merger import Uncertainty, _Merger
+from fastapply.merge.precision import review, strict_runs, unanchored_removals
+from fastapply.merge.syntax import BLOCK_FORM, BLOCK_MARKER, SEPARATOR, EditError, EditPlan
+from fastapply.merge.text import line_ends, with_ends
+
+__all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
+
+
+#: Tied anchors retried the other way when the chosen reading is in other trouble (each
+#: retry re-runs the reading).
+TIE_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The candidate file and the places where the merge was unsure."""
+
+    text: str
+    uncertain: tuple[Uncertainty, ...] = ()
+
+    def check(self) -> str:
+        """The text, or EditError listing every unsure place."""
+        if self.uncertain:
+            raise EditError("; ".join(u.message for u in self.uncertain))
+        return self.text
+
+
+def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
+             shared: _Merger | None, flips: frozenset[int],
+             budget: WorkBudget | None = None) -> _Merger:
+    """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
+    the lazy segments numbered in ``flips``."""
+    m = _Merger(orig, context, eof, shared, flips)
+    if shared is None:
+        m.budget = budget or WorkBudget()
+        m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
+                                    if s.strip())
+        m.mixed = plan.format == "mixed"
+    for hunk in plan.hunks:
+        if hunk.kind == "lazy":
+            m.lazy_segment(hunk)
+        else:
+            m.replace_block(hunk)
+    return m
+
+
+def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
+    """Lazy lines that are lines of a diff outside its hunks: ``-`` followed by an
+    original line (a diff without its header), or, in a snippet that has diff hunks,
+    any line starting with ``+`` or ``-`` (a line without its prefix ended the hunk
+    before it). Merged as code, the signs would be written into the file. Lines the
+    original has as they stand are code.
+
+    >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
+    [2]
+    >>> plan = parse_edit("@@ -1 +1 @@\\n-a\\n+A\\nb\\n+c\\n")  # 'b' ended the hunk
+    >>> [u.message[:34] for u in _diff_lines_in_lazy(plan, ["a", "b"])]
+    ['lazy segment 1 (snippet line 4): i']
+    """
+    lines: set[str] | None = None  # the original's lines (built if needed)
+    diff = any(hunk.kind == "udiff" for hunk in plan.hunks)
+    for hunk in plan.hunks:
+        for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
+            if not s.startswith("-") and not (diff and s.startswith("+")):
+                continue
+            if lines is None:
+                lines = {key_exact(o) for o in orig}
+            if key_exact(s) in lines:
+                continue
+            if key_exact(s[1:]) in lines and s.startswith("-"):
+                line = next(j for j, o in enumerate(orig) if key_exact(o) == key_exact(s[1:])) + 1
+                return [Uncertainty(line, (
+                    f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
+                    f"before it; the snippet looks like a unified diff without its @@ "
+                    f"header: send the diff with a header (@@ ... @@) or the code without "
+                    f"-/+ signs"))]
+            if diff:
+                return [Uncertainty(0, (
+                    f"{hunk.label}: its line {i + 1} starts with {s[0]!r} like a diff line, "
+                    f"but it is outside the diff's hunks (a line without a diff prefix "
+                    f"ended the hunk before it); give every line of a hunk its prefix "
+                    f"(' ', '-' or '+')"))]
+    return []
+
+
+def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
+    """Raise EditError if a line the merge would write looks like a SEARCH/REPLACE or
+    merge-conflict marker the original lacks: a malformed block read as code.
+
+    >>> _refuse_block_markers(parse_edit("<<-- SEARCH\\na\\n"), ["a"])
+    Traceback (most recent call last):
+    ...
+    fastapply.merge.syntax.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE ...
+    """
+    present: set[str] | None = None  # the original's lines, stripped (built if needed)
+    underlined: bool | None = None  # the original underlines headings with ===
+    for hunk in plan.hunks:
+        for k, s in enumerate(hunk.new):
+            if k in hunk.escaped:
+                continue
+            separator = hunk.kind == "search_replace" and SEPARATOR.match(s)
+            if separator and k and formats.heading(hunk.new[k - 1]):
+                if underlined is None:
+                    underlined = formats.underlined_in(orig)
+                if underlined:
+                    continue  # one more heading of the file's kind
+            if not separator and not BLOCK_MARKER.match(s):
+                continue
+            if present is None:
+                present = {key_loose(o) for o in orig}
+            if key_loose(s) in present:
+                continue
+            if separator:
+                raise EditError(f"{hunk.label}: its replacement line {k + 1} is a second "
+                                f"'=======' line, which the original does not have; a doubled "
+                                f"separator cannot be told from text, so nothing is written; "
+                                f"{BLOCK_FORM}")
+            if BLOCK_MARKER.match(s):
+                where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
+                    else hunk.label
+                kind = "SEARCH/REPLACE" if "SEARCH" in s or "REPLACE" in s else \
+                    "merge-conflict or SEARCH/REPLACE"
+                raise EditError(f"{where}: {s.strip()!r} looks like a {kind} "
+                                f"marker, but the block markers are malformed, so the block "
+                                f"cannot be read and is not written into the file; "
+                                f"{BLOCK_FORM}")
+
+
+def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> MergeResult:
+    """Merge ``plan`` into ``original``: best-effort candidate plus unsure places.
+
+    The work it does is spent from ``budget`` (default: MERGE_WORK units); a merge that
+    needs more is refused (EditError) rather than holding a worker for seconds.
+    """
+    newline = "\r\n" if original.count("\r\n") > original.count("\n") // 2 else "\n"
+    body = original.replace("\r\n", "\n")
+    final_newline = body.endswith("\n") or not body
+    orig = body.split("\n")
+    if body.endswith("\n"):
+        orig.pop()
+    if not body:
+        orig = []
+    budget = budget or WorkBudget()
+    formats.diff_files(plan, orig)
+    formats.refuse_ambiguous(plan, orig, budget)
+    _refuse_block_markers(plan, orig)
+    # A lazy snippet usually shows the same number of context lines (1-3) beside each
+    # change: try each and keep the reading its segments fit (fewest misfits; among
+    # equals, the most context). One line of context is weak evidence, so a free
+    # reading (0-3 lines, any mix) that anchors more unique lines beats it: LLM snippets
+    # often show 2 lines before a change and 3 after. The free reading also beats any
+    # reading that removes definitions or headings the snippet never names (``drops``:
+    # a rewrite of a similar neighbour) if it removes fewer and anchors as many lines.
+    # (Figures: docs/benchmarks.md.)
+    lazy = any(hunk.kind == "lazy" for hunk in plan.hunks)
+    # After a final newline a snippet may show the empty "line" that follows it as
+    # context (``text.split("\n")`` has it): let lazy segments match it too.
+    phantom = lazy and body.endswith("\n")
+    if phantom:
+        orig = [*orig, ""]
+    best: _Merger | None = None
+    for context in (3, 2, 1, None) if lazy else (None,):
+        if best is not None and (best.violations == 0 if context is not None
+                                 else best.context != 1 and not best.drops):
+            if context is not None and best.drops:
+                continue  # only the free reading may still win
+            break  # no later reading can win
+        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset(), budget)
+        if best is None:
+            best = m
+        elif context is not None:
+            if m.violations < best.violations:
+                best = m
+        elif (m.anchors >= best.anchors and m.drops < best.drops) or \
+                (best.context == 1 and m.anchors > best.anchors):
+            best = m
+    assert best is not None
+    m = best
+    # An anchor that fits two places (a tie): if the reading is in trouble beyond the ties
+    # themselves, does taking the other place let the later segments fit better?
+    for tie in m.ties[:TIE_RETRIES]:
+        if not m.violations and len(m.uncertain) + len(m.misfits) <= len(m.ties):
+            break
+        other = _reading(plan, orig, m.context, len(orig) - phantom, m, m.flips | {tie})
+        if other.trouble() < m.trouble():
+            m = other
+    if m.final_newline is not None:  # a diff said "No newline at end of file"
+        final_newline = m.final_newline
+    if m.fits:  # a segment unlike the others (a single odd one is just a style)
+        m.uncertain.extend(m.misfits)
+    m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
+    m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
+    m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
+    m.uncertain.extend(m.idle)
+    ends = line_ends(original)  # a file that mixes CRLF and LF keeps each line's ending
+    sources: list[int] | None = [] if ends else None
+    lines = m.text_lines(sources)
+    if phantom and not any(r.end == len(orig) for r in m.replacements):
+        lines.pop()  # the empty line after the final newline is still there: drop it
+        if sources:
+            sources.pop()
+    if ends and sources is not None:
+        return MergeResult(with_ends(lines, sources, ends, newline, final_newline),
+                           tuple(m.uncertain))
+    text = "\n".join(lines) + ("\n" if lines and final_newline else "")
+    if newline != "\n":
+        text = text.replace("\n", newline)
+    return MergeResult(text, tuple(m.uncertain))
+
+
+def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
+                  ) -> MergeResult:
+    """Parse ``snippet``, merge it into ``original`` (spending ``budget``, see merge) and
+    review the result (:func:`fastapply.merge.precision.review`: what contradicts the snippet is
+    flagged). A UTF-8 byte order mark before the file that the snippet never shows is
+    kept and not merged (the snippet's first line matches without it); a snippet that
+    shows it edits it like any text (a commit may remove it)."""
+    bom = BOM if original.startswith(BOM) and BOM not in snippet else ""
+    original = original[len(bom):]
+    plan = tabs_for_spaces(parse_edit(snippet), original)
+    result = merge(original, plan, budget)
+    found = review(plan, original, result.text)
+    if found:
+        result = replace(result, uncertain=result.uncertain + tuple(
+            Uncertainty(*f) for f in found))
+    return replace(result, text=bom + result.text) if bom else result
+
+
+#: The byte order mark some editors write before UTF-8 text.
+BOM = "\ufeff"

@@ -1,0 +1,114 @@
+"""Definition and heading lines (``def``, ``class``, ``fn``, typed method headers, test
+names, Markdown headings, ...): what a placement removes that the segment never names
+(DROP_DEF in :mod:`fastapply.merge.lazy`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from fastapply.merge.lines import _WORD
+
+_DEF = re.compile(r"^(?:\s*(?:(?:export\s+)?(?:async\s+)?"
+                  r"(?:def|class|func(?:\s*\([^)]*\))?|function)"
+                  r"|(?:from\s+[\w.]+\s+)?import)"
+                  r"|(?:export\s+)?(?:var|let|const|type))\s+(\w+)")  # those at the top level
+
+
+_HEADING = re.compile(r"^\s*(?:#{2,6}\s+(\S.*)|<h[1-6][^>]*>(.+?)</h[1-6]>"
+                      r"""|(?:it|describe|test)\(\s*(['"`].+?['"`])\s*,)""")
+
+
+#: Modifiers and annotations before a definition (Java, C#, Kotlin, Swift, Rust, PHP, C++).
+_MODIFIERS = (r"(?:(?:pub(?:\([^)]*\))?|public|private|protected|internal|static|async|"
+              r"export|default|abstract|final|override|open|data|sealed|inline|virtual|"
+              r"unsafe|extern|fileprivate|mutating|suspend|operator|partial|readonly|"
+              r"required|convenience|synchronized|native|@\w+(?:\([^)]*\))?)\s+)*")
+#: Definition lines of the languages ``_DEF`` does not cover, name in the first group
+#: that matched: a keyword definition (``fn``, ``fun``, ``struct``, ``enum``, ``impl``,
+#: ``interface``, ``protocol``, ``module``, ...), a typed header that opens a function
+#: (``public void name(``, ``int name(void)``, ``fun name(``; not a call: no ``;`` or
+#: ``=`` after the parenthesis, no statement keyword first), a gtest ``TEST_F(Suite,
+#: name)``, an RSpec/minitest ``it "name"``/``describe "name"``.
+_DEF_OTHER = re.compile(
+    r"^\s*" + _MODIFIERS + r"(?:def|class|func|function|fn|fun|struct|enum|interface|trait|"
+    r"impl|module|namespace|protocol|extension|object|record|typealias|mod|union)\s+"
+    r"(?:self\.)?([A-Za-z_]\w*)"
+    r"|^\s*" + _MODIFIERS + r"(?!(?:return|new|else|elif|throw|raise|assert|case|await|yield|"
+    r"delete|del|if|unless|while|until|for|foreach|switch|match|catch|using|lock|when|sizeof|"
+    r"typeof|print|puts|echo|go|defer|not|and|or|in|is|goto|import|package|include|"
+    r"require|from|with|lambda)\b)[\w\[\].?*&:]+(?:<[^()]*>)?\s+"
+    r"[*&]*([A-Za-z_]\w*)\s*\([^;=]*$"
+    r"|^\s*(?:TEST|TEST_F|TEST_P|TYPED_TEST)\s*\(\s*\w+\s*,\s*(\w+)\s*\)"
+    r"|^\s*(?:it|describe|context|test)\s+(['\"].+?['\"])")
+#: Longer lines are not read as definition headers (they are code, and the regex's
+#: work grows with a line's length).
+_HEADER_CHARS = 400
+
+
+def _dropped_defs(region: Sequence[str], seg: Sequence[str]) -> list[bool]:
+    """Per original line: does it define a name (def, class, func, function, import, a
+    top-level var/let/const/type; ``_DEF_OTHER`` in other languages) that the segment
+    never mentions, or is it a heading whose text the segment lacks? Replacing or
+    deleting it removes that definition or section.
+
+    >>> _dropped_defs(["TEST_F(TApp, RangeDouble) {", "    run();", "}"],
+    ...               ["TEST_F(TApp, typeCheck) {", "    run();", "}"])
+    [True, False, False]
+    """
+    words: set[str] | None = None
+    text: str | None = None
+    out = []
+    for line in region:
+        m = _DEF.match(line)
+        if m:
+            if words is None:
+                words = {w for s in seg for w in _WORD.findall(s)}
+            out.append(m.group(1) not in words)
+            continue
+        m = _DEF_OTHER.match(line) if len(line) <= _HEADER_CHARS else None
+        if m:
+            if words is None:
+                words = {w for s in seg for w in _WORD.findall(s)}
+            if text is None:
+                text = "\n".join(seg)
+            name = next(g for g in m.groups() if g)
+            out.append(name not in words and name not in text)
+            continue
+        h = _HEADING.match(line)
+        if h:
+            if text is None:
+                text = "\n".join(seg)
+            out.append(next(g for g in h.groups() if g).strip() not in text)
+            continue
+        out.append(False)
+    return out
+
+
+#: A method or function header that opens a body: ``name(args) {`` with optional
+#: modifiers and return type (JavaScript/TypeScript class methods, Java, C#, Kotlin, ...).
+_METHOD = re.compile(r"^\s*(?:(?:public|private|protected|internal|static|async|override|"
+                     r"final|abstract|get|set|fun|fn|func)\s+)*([A-Za-z_]\w*)\s*\([^()]*\)"
+                     r"\s*(?::\s*[^{}=;]+)?\{\s*$")
+_NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "with", "return", "function",
+                        "else", "elif", "do", "try", "foreach", "using", "lock", "when"})
+
+
+def removed_definitions(region: Sequence[str], kept: set[int], seg: Sequence[str]
+                        ) -> list[str]:
+    """Names defined by the lines of ``region`` a placement removes (those not in
+    ``kept``) that the segment never mentions: ``def``/``class``/``function``/... lines
+    (as DROP_DEF) and method headers (``name(args) {``).
+
+    >>> removed_definitions(["  down() {", "    n -= 1;", "  }"], {2}, ["  reset() {"])
+    ['down']
+    """
+    words = {w for s in seg for w in _WORD.findall(s)}
+    lost = []
+    for k, line in enumerate(region):
+        if k in kept:
+            continue
+        m = _DEF.match(line) or _METHOD.match(line)
+        if m and m.group(1) not in words and m.group(1) not in _NOT_NAMES:
+            lost.append(m.group(1))
+    return lost

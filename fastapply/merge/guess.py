@@ -1,0 +1,105 @@
+"""Placements of a lazy segment that rest on a guess the snippet does not settle (found
+on outside fixtures: Plandex's, Continue's and ghostcoder's lazy-merge tests). Each
+finding is a message; :meth:`fastapply.merge.merger._Merger.lazy_segment` reports it, so the
+deterministic runtime refuses the merge instead of returning one reading of several.
+
+* **fragment edges**: a snippet without any marker that is not the whole file is read
+  as a fragment anchored where its lines match; if its first or last non-blank line
+  matches nothing and replaces nothing, where the code it replaces begins or ends is
+  not shown (a rewritten function shown alone keeps the old body after the new one);
+* **fragment removes a definition**: such a fragment removes a definition it never
+  names (two functions shown back to back, the original has one between them);
+* **removal beside blank anchors only**: a run of removed lines whose only matched
+  lines on one side are blank: a blank line is found everywhere, and pairing it with
+  the blank line next to the other anchor removes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.precision import _LOOKALIKE
+
+#: A comment or annotation line (``/**``, `` * text``, ``///``, ``#``, ``--``, ``@decorator``).
+_COMMENT = re.compile(r"^\s*(?://|#|/\*|\*|--|<!--|@\w)")
+
+
+def guesses(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
+            pairs: Sequence[tuple[int, int]], implied: bool, shown: frozenset[str],
+            label: str) -> list[tuple[int, str]]:
+    """Findings (1-based original line, message) for one placed segment: ``seg``
+    replaces ``orig[start:end]`` with ``pairs`` (segment line, original line) matched;
+    ``implied``: the snippet has no marker and is read as a fragment; ``shown``: the
+    snippet's non-blank lines, stripped.
+
+    >>> orig = ["def f(x):", "    y = x", "    return y", "", "def g():", "    pass"]
+    >>> guesses(["def f(x):", "    return x"], orig, 0, 1, [(0, 0)], True, frozenset(),
+    ...         "s")[0][1][:54]
+    's: the snippet has no marker and its last line matches'
+    >>> seg = ["", "def g():", "    pass"]
+    >>> guesses(seg, orig, 0, 6, [(0, 3), (1, 4), (2, 5)], False, frozenset(), "s")
+    []
+    >>> guesses(seg, orig, 0, 6, [(0, 0), (1, 4), (2, 5)], False, frozenset(), "s")[0][1][:54]
+    's: it removes original lines 2-4 beside blank lines al'
+    """
+    found: list[tuple[int, str]] = []
+    matched = {i for i, _ in pairs}
+    # (a marker written without a comment is text to the parser: precision flags it)
+    lines = [i for i, s in enumerate(seg) if s.strip() and not _LOOKALIKE.match(s)]
+    if implied and lines and pairs:
+        # (new lines at the open edge that replace nothing: the old code there is kept
+        # after or before them, which is what goes wrong; an edge that replaces original
+        # lines, as a changed last line does, is read as the fragment's end)
+        # (comment lines put before a definition shown whole document it: a fragment's
+        # usual way to add a doc comment)
+        head = [seg[i] for i in lines if i < pairs[0][0]]
+        documents = bool(head) and all(_COMMENT.match(s) for s in head)
+        for edge, i, idle in (("first", lines[0], start == pairs[0][1] and not documents),
+                              ("last", lines[-1], end == pairs[-1][1] + 1)):
+            if i not in matched and idle:
+                found.append((start + 1, (
+                    f"{label}: the snippet has no marker and its {edge} line matches no "
+                    f"line of the original, so where the code it replaces "
+                    f"{'begins' if edge == 'first' else 'ends'} is not shown; mark the "
+                    f"unchanged code around it (// ... existing code ...) or send the "
+                    f"whole file")))
+                break
+        lost = removed_definitions(orig[start:end], {j - start for _, j in pairs}, seg)
+        if lost:
+            found.append((start + 1, (
+                f"{label}: the snippet has no marker, and placed at lines {start + 1}-{end} "
+                f"it removes {lost[0]!r}, which it never names; mark the code it keeps "
+                f"(// ... existing code ...)")))
+    solid = [k for k, (i, _) in enumerate(pairs) if seg[i].strip()]
+    for k in range(len(pairs) - 1):
+        (_, j1), (_, j2) = pairs[k], pairs[k + 1]
+        gone = [s.strip() for s in orig[j1 + 1:j2] if s.strip() and s.strip() not in shown]
+        if not gone:
+            continue
+        # blank pairs on the run's blank-only side, and blank original lines beside the
+        # solid anchor on the other side that they could pair with instead
+        if not solid or solid[0] > k:
+            blank = k + 1 if not solid else solid[0]
+            spare = _blank_run(orig, pairs[blank][1] - 1, -1) if solid else 0
+        elif solid[-1] < k + 1:
+            blank = len(pairs) - solid[-1] - 1
+            spare = _blank_run(orig, pairs[solid[-1]][1] + 1, 1)
+        else:
+            continue
+        if spare >= blank:
+            found.append((j1 + 2, (
+                f"{label}: it removes original lines {j1 + 2}-{j2} beside blank lines "
+                f"alone; a blank line is found everywhere, so the snippet does not show "
+                f"this removal; show a non-blank line of unchanged context next to it")))
+            break
+    return found
+
+
+def _blank_run(orig: Sequence[str], j: int, step: int) -> int:
+    """Blank original lines from ``j`` on, walking by ``step``."""
+    n = 0
+    while 0 <= j < len(orig) and not orig[j].strip():
+        n, j = n + 1, j + step
+    return n

@@ -1,0 +1,440 @@
+"""One reading of an edit (see :func:`fastapply.merge.merge`): the state that places its
+hunks in the original one by one, and the places where it had to guess
+(:class:`Uncertainty`)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from fastapply.merge.costs import Placement, WorkBudget
+from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.guess import guesses
+from fastapply.merge.lazy import nonblank_matches, place
+from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
+from fastapply.merge.precision import Removal, removals
+from fastapply.merge.syntax import Hunk
+from fastapply.merge.text import (
+    _closest,
+    _context_from_original,
+    _find_runs,
+    _indent,
+    _reindent,
+    _Replacement,
+    _retab,
+    _trim_blank_edges,
+    kept_lines,
+)
+
+#: SEARCH blocks (and diff hunks) found by scanning the file; after them an index of its
+#: lines is built (it costs about two scans and makes every later search cheap).
+SCANS = 4
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """A place where the merge had to guess."""
+
+    #: 1-based line of the original where it happened (0 when not tied to one).
+    line: int
+    #: What and where, for a person.
+    message: str
+
+
+class _Merger:
+    def __init__(self, orig: list[str], context: int | None = None, eof: int | None = None,
+                 shared: _Merger | None = None, flips: frozenset[int] = frozenset()) -> None:
+        self.orig = orig
+        self.flips = flips  # lazy segments (numbers) that take their rival placement
+        self.ties: list[int] = []  # lazy segments (numbers) that have a rival placement
+        self.context = context  # lines of context a lazy snippet shows (None: 0-3)
+        # where the file's lines end (before the empty line after a final newline)
+        self.eof = len(orig) if eof is None else eof
+        self.violations = 0  # lazy segments that do not show ``context`` lines
+        self.anchors = 0  # matched lines found once in the original
+        self.drops = 0  # definitions and headings removed that the snippet never names
+        self.exact = 0  # lazy segments placed by exact (indentation-true) matches
+        self.fits = 0  # lazy segments that show ``context`` lines
+        self.misfits: list[Uncertainty] = []  # the others, placed by their best fit
+        self.replacements: list[_Replacement] = []
+        self.uncertain: list[Uncertainty] = []
+        self.pos = 0  # end of the previous hunk's region, for order-based matching
+        # indexes of the original by key function (shared by the mergers of one call)
+        self._tables: dict[Callable[[str], str], dict[str, list[int]]] = \
+            shared._tables if shared else {}
+        # placements by (hunk, position, context): readings share many of them
+        self._placed: dict[tuple[Hunk, int, int | None], tuple[Placement | None, bool]] = \
+            shared._placed if shared else {}
+        # closest lines of unplaced segments by (hunk, position), shared the same way
+        self._near: dict[tuple[Hunk, int], int] = shared._near if shared else {}
+        # the snippet's non-blank lines, stripped (set by _reading for the first reading)
+        self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
+        # the snippet mixes lazy segments with SEARCH/REPLACE or diff hunks (set likewise)
+        self.mixed: bool = shared.mixed if shared else False
+        self._searches = 0  # SEARCH blocks and diff hunks looked for
+        # the work all readings of one merge may still do
+        self.budget: WorkBudget = shared.budget if shared else WorkBudget()
+        # the original's distinct lines by word, per key function (shared likewise)
+        self._words: dict[Callable[[str], str], WordIndex] = \
+            shared._words if shared else {}
+        # removals of original lines the snippet never shows, per placed segment
+        # (precision.Removal; judged for the chosen reading only, see merge)
+        self.removals: list[Removal] = []
+        # lazy segments between markers found unchanged in the original (judged for the
+        # chosen reading only, like the removals)
+        self.idle: list[Uncertainty] = []
+        # whether the merged file ends with a newline, where a diff says (None: as the
+        # original does)
+        self.final_newline: bool | None = None
+
+    def trouble(self) -> tuple[int, int, int]:
+        """How badly this reading fits (smaller is better): context runs outside the
+        contract, unsure places, then fewer unique anchors."""
+        return self.violations, len(self.uncertain) + len(self.misfits), -self.anchors
+
+    def unsure(self, line: int, message: str) -> None:
+        self.uncertain.append(Uncertainty(line, message))
+
+    def locate(self, hunk: Hunk, block: Sequence[str], near: int | None) -> tuple[int, bool]:
+        """Start of ``block`` in the original (-1 if absent) and whether it was loose."""
+        for key, loose in ((key_exact, False), (key_loose, True)):
+            # the first searches scan the file; later ones use (and build) its index
+            table = self._positions(key) if self._searches >= SCANS else None
+            hits = _find_runs(block, self.orig, key, table, self.budget)
+            self._searches += 1
+            if not hits:
+                continue
+            after = [j for j in hits if j >= self.pos] or hits
+            if near is not None:
+                pick = min(after, key=lambda j: (abs(j - near), j))
+            else:
+                pick = after[0]
+            confirmed = near is not None and abs(pick - near) <= 3  # the @@ line number agrees
+            if len(hits) > 1 and not confirmed:
+                where = " and ".join(str(j + 1) for j in hits[:2])
+                more = f" (and {len(hits) - 2} more)" if len(hits) > 2 else ""
+                self.unsure(pick + 1, f"{hunk.label}: its text matches at lines "
+                                      f"{where}{more}; used line {pick + 1}")
+            return pick, loose
+        return -1, False
+
+    def replace_block(self, hunk: Hunk) -> None:
+        self.budget.doing = hunk.label
+        old, new = list(hunk.old), list(hunk.new)
+        if not any(s.strip() for s in old):
+            if not self.orig or not any(s.strip() for s in self.orig):
+                self.replacements.append(_Replacement(0, len(self.orig), new))
+            else:
+                self._insert(hunk, new)
+            return
+        near = hunk.old_start - 1 if hunk.old_start else None
+        start, loose = self.locate(hunk, old, near)
+        if start < 0 and hunk.kind == "search_replace" and not (old[0].strip() and
+                                                                old[-1].strip()):
+            # Blank lines at the edges of the SEARCH text that the file lacks there (as
+            # Aider and Roo-Code do): look again without them, and keep the replacement's
+            # own edge blank lines only where they repeated the SEARCH's.
+            old, new = _trim_blank_edges(old, new)
+            start, loose = self.locate(hunk, old, near)
+        if start < 0:
+            what = "SEARCH block" if hunk.kind == "search_replace" else "diff hunk"
+            closest = _closest(old, self._positions(key_loose), self._index(key_loose),
+                               self.budget)
+            self.unsure(closest, f"{what} {hunk.number} (snippet line {hunk.snippet_line}) "
+                                 f"not found in the original; closest match at line {closest}")
+            return
+        region = self.orig[start:start + len(old)]
+        shift = None
+        retabbed = _retab(old, new, region) if loose else None
+        if retabbed is not None:  # tabs written as spaces (or the other way): convert
+            old, new = retabbed
+        elif loose:
+            anchor = next(t for t, s in enumerate(old) if s.strip())
+            shift = (_indent(old[anchor]), _indent(region[anchor]))
+            # The shift re-indents the added lines: is it the same for every context line
+            # (kept in old and new)? Removed lines' indentation does not matter.
+            sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
+            context = [t for a, _, size in sm.get_matching_blocks() for t in range(a, a + size)]
+            shifted = _reindent(old, *shift)
+            uneven = next((t for t in context if key_exact(shifted[t]) != key_exact(region[t])),
+                          None) if len(context) < len(new) else None
+            if uneven is not None:
+                self.unsure(start + uneven + 1, (
+                    f"{hunk.label}: found only when ignoring indentation, and its line "
+                    f"{uneven + 1} is indented unlike original line {start + uneven + 1} "
+                    f"by another amount than its first line; the replacement's indentation "
+                    f"is a guess"))
+        self.replacements.append(_Replacement(start, start + len(old),
+                                              _context_from_original(old, new, region, shift),
+                                              block=True))
+        self.pos = start + len(old)
+        self._file_end(hunk, self.pos)
+
+    def _file_end(self, hunk: Hunk, end: int) -> None:
+        """Take a diff's word on the file's final newline (``\\ No newline at end of
+        file``) if its hunk ends where the file does; report it if not."""
+        if hunk.eof_newline is None:
+            return
+        if end >= self.eof:
+            self.final_newline = hunk.eof_newline
+        else:
+            self.unsure(end + 1, f"{hunk.label}: it says the file ends after its last line "
+                                 f"(No newline at end of file), but it was found ending at "
+                                 f"line {end}, before the end ({self.eof} lines)")
+
+    def _insert(self, hunk: Hunk, new: list[str]) -> None:
+        """A hunk that finds nothing (an empty SEARCH, a diff hunk without ``-`` or context
+        lines) inserts its lines: a diff's ``@@ -N,0`` after line N, a SEARCH block's
+        ``:start_line:N`` before line N; with no line given, an empty SEARCH appends (as
+        in Aider) and a diff hunk is appended but flagged (it could go anywhere)."""
+        if hunk.old_start is None:
+            where = self.eof
+            if hunk.kind == "udiff":
+                self.unsure(where + 1, f"{hunk.label}: it only adds lines and its @@ header "
+                                       f"gives no line number, so they were appended at the "
+                                       f"end; give the line (@@ -N,0 +M,K @@) or context")
+        else:
+            where = hunk.old_start - (hunk.kind != "udiff")
+            if where > self.eof:
+                self.unsure(self.eof + 1, f"{hunk.label}: line {hunk.old_start} is past the "
+                                          f"end of the file ({self.eof} lines); appended")
+            where = min(max(where, 0), self.eof)
+        self.replacements.append(_Replacement(where, where, new))
+        self.pos = max(self.pos, where)
+        self._file_end(hunk, where)
+
+    def lazy_segment(self, hunk: Hunk) -> None:
+        """Place one lazy segment: it replaces the original lines between its anchors."""
+        self.budget.doing = hunk.label
+        seg = list(hunk.new)
+        if not any(s.strip() for s in self.orig):
+            self.replacements.append(_Replacement(0, len(self.orig), seg))
+            if self.mixed:  # beside a block that writes the new file: text, not code
+                self.unsure(1, f"{hunk.label}: the original is empty and the snippet also "
+                               f"has SEARCH/REPLACE or diff hunks, so its lines were written "
+                               f"into the new file as they are; send only the edit")
+            return
+        implied = not hunk.marker_before and not hunk.marker_after and \
+            not self._whole_file(seg)
+        if implied:  # No marker anywhere and not the whole file: an anchored fragment.
+            hunk = replace(hunk, marker_before=True, marker_after=True)
+        p, loose, misfit = self._place(seg, hunk)
+        if p is None:
+            self._unplaced(seg, hunk)
+            return
+        if p.alternative is not None:
+            self.ties.append(hunk.number)
+            if hunk.number in self.flips:
+                p = p.alternative
+        (start, first), (last, end) = p.start, p.end
+        i0, i1 = p.pairs[0][0], p.pairs[-1][0]
+        if start < first and (i0 == 0 or first - start > max(3, 2 * i0)) and \
+                not self._moved(start, first):
+            if i0 == 0:  # its first line is context found mid-file: keep what comes before
+                self.unsure(first + 1, f"{hunk.label}: no marker comes before it but its "
+                                       f"first line matches original line {first + 1}, so "
+                                       f"lines {start + 1}-{first} were kept; add a marker")
+                start = first
+            else:
+                self.unsure(start + 1, f"{hunk.label}: no marker comes before it, so original "
+                                       f"lines {start + 1}-{first} were replaced by its first "
+                                       f"{i0} lines; add a marker to keep them")
+        if last < min(end, self.eof) and \
+                (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))) and \
+                not self._moved(last, end):
+            if i1 == len(seg) - 1:
+                self.unsure(last + 1, f"{hunk.label}: no marker comes after it but its last "
+                                      f"line matches original line {last}, so lines "
+                                      f"{last + 1}-{end} were kept; add a marker")
+                end = last
+            else:
+                self.unsure(last + 1, f"{hunk.label}: no marker comes after it, so original "
+                                      f"lines {last + 1}-{end} were replaced by its last "
+                                      f"{len(seg) - 1 - i1} lines; add a marker to keep them")
+        if p.rival >= 0:
+            self.unsure(first + 1, f"{hunk.label}: its anchors match equally well at lines "
+                                   f"{first + 1} and {p.rival + 1}; used line {first + 1}")
+        elif misfit:  # reported if other segments fit (see merge)
+            self.misfits.append(Uncertainty(start + 1, (
+                f"{hunk.label}: unlike the other segments it does not show {self.context} "
+                f"line(s) of unchanged context beside its change; placed at lines "
+                f"{start + 1}-{end} by its best fit")))
+        elif self.context is not None:
+            self.fits += 1
+        # Loose (indentation-blind) matches: the snippet lost the file's indentation
+        # (shift it). A single such line is weaker evidence: if earlier segments matched
+        # exactly, or the code around the place is not indented deeper than the snippet,
+        # that line's indentation changed and the snippet's text stands.
+        shifted = [(i, j) for i, j in p.pairs if seg[i].strip() and seg[i] != self.orig[j]]
+        if not loose:
+            self.exact += 1
+        elif len(shifted) >= 2 or (shifted and not self.exact and len(_indent(
+                seg[shifted[0][0]])) < self._around(start, end)):
+            i, j = shifted[0]
+            seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
+            for i, j in p.pairs:
+                seg[i] = self.orig[j]
+        self.replacements.append(_Replacement(start, end, seg))
+        if hunk.marker_before and hunk.marker_after and seg == self.orig[start:end]:
+            # Every segment of a lazy snippet shows a change; one between markers found
+            # as it stands was placed where the change it shows (most often a deletion
+            # shown by two neighbours, read as kept: see DROP_DEF) does not happen.
+            self.idle.append(Uncertainty(start + 1, (
+                f"{hunk.label}: each of its lines was found as it stands at lines "
+                f"{start + 1}-{end}, so the change it shows (a deletion?) was not read; "
+                f"show a unique line of unchanged context on each side of the change")))
+        self.pos = end
+        self.drops += p.drops
+        key = key_loose if loose else key_exact
+        table = self._positions(key)
+        unique = sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
+        self.anchors += unique
+        self.removals.extend(removals(self.orig, start, end, p.pairs, seg, self.snippet_lines,
+                                      self._positions(key_loose), hunk.label))
+        lost = [] if unique or p.rival >= 0 else \
+            removed_definitions(self.orig[start:end], {j - start for _, j in p.pairs}, seg)
+        if lost:
+            # It removes a definition it never names, and only lines found at several
+            # places anchor it: new code between markers fits beside any of its lookalikes.
+            self.unsure(start + 1, f"{hunk.label}: placed at lines {start + 1}-{end}, it "
+                                   f"removes {lost[0]!r}, which it never names, and each "
+                                   f"line it shares with the original is found at several "
+                                   f"places; show a unique line of unchanged context next "
+                                   f"to it")
+        for line, message in guesses(seg, self.orig, start, end, p.pairs, implied,
+                                     self.snippet_lines, hunk.label):
+            self.unsure(line, message)
+        between = hunk.marker_before and hunk.marker_after
+        if p.rival < 0 and not misfit and (between or self.mixed) and \
+                not any(seg[i].strip() for i, _ in p.pairs):
+            # Placed by blank lines alone: they are everywhere, so this is a guess. (At the
+            # top or end of a lazy snippet the file's edge anchors it; beside a SEARCH block
+            # or diff hunk such lines are more likely a sentence than code.)
+            self.unsure(start + 1, f"{hunk.label}: the only lines it shares with the "
+                                   f"original are blank lines, found at many places; placed "
+                                   f"at lines {start + 1}-{end}; show a non-blank line of "
+                                   f"context")
+
+    def _moved(self, start: int, end: int) -> bool:
+        """Are the non-blank lines of orig[start:end] all in the snippet (moved, so
+        dropping them here loses nothing)?"""
+        lines = [s.strip() for s in self.orig[start:end] if s.strip()]
+        return bool(lines) and all(s in self.snippet_lines for s in lines)
+
+    def _around(self, start: int, end: int) -> int:
+        """Deepest indentation of the nearest non-blank lines outside orig[start:end]."""
+        before = next((s for s in reversed(self.orig[max(0, start - 50):start]) if s.strip()),
+                      "")
+        after = next((s for s in self.orig[end:end + 50] if s.strip()), "")
+        return max(len(_indent(before)), len(_indent(after)))
+
+    def _place(self, seg: list[str], hunk: Hunk) -> tuple[Placement | None, bool, bool]:
+        """Placement with ``self.context`` lines of context, else with 0-3 lines (then
+        the segment is a misfit: the third value)."""
+        p, loose = self._place_with(seg, hunk, self.context)
+        misfit = False
+        if self.context is not None and (p is None or p.violations):
+            self.violations += 1
+            misfit = p is not None
+            p, loose = self._place_with(seg, hunk, None)
+        return p, loose, misfit
+
+    def _place_with(self, seg: list[str], hunk: Hunk, context: int | None
+                    ) -> tuple[Placement | None, bool]:
+        """Exact placement, or loose (indentation-blind) when that anchors more lines."""
+        done = self._placed.get((hunk, self.pos, context))
+        if done is not None:
+            return done
+        best: Placement | None = None
+        best_loose, best_count = False, 0
+        for key, loose in ((key_exact, False), (key_loose, True)):
+            p = place(seg, self.orig, self.pos, hunk.marker_before, hunk.marker_after,
+                      loose, self._positions(key), context, self._index(key), self.budget)
+            count = nonblank_matches(p, seg) if p else 0
+            if p is not None and (best is None or count > best_count):
+                best, best_loose, best_count = p, loose, count
+            if best_count:
+                break
+        self._placed[(hunk, self.pos, context)] = best, best_loose
+        return best, best_loose
+
+    def _whole_file(self, seg: list[str]) -> bool:
+        """Does a snippet without markers look like the whole new file?
+
+        Yes when its first and last non-blank lines are the file's (loosely), or when it
+        is at least as long as the file; otherwise it is a fragment anchored where its
+        lines match.
+        """
+        ends = [s.strip() for s in seg if s.strip()]
+        file_ends = [s.strip() for s in self.orig if s.strip()]
+        if len(seg) >= self.eof or not ends or not file_ends:
+            return True
+        return ends[0] == file_ends[0] and ends[-1] == file_ends[-1]
+
+    def _unplaced(self, seg: list[str], hunk: Hunk) -> None:
+        """No line of the segment is in the original: whole new file, or inserted."""
+        if not hunk.marker_before and not hunk.marker_after:
+            self.replacements.append(_Replacement(0, len(self.orig), seg))
+            self.unsure(1, f"{hunk.label}: no line of it matches the original; treated "
+                           f"as the whole new file")
+            return
+        if not hunk.marker_after:  # it runs to the end: append it there
+            where, line = self.eof, self.eof
+        elif not hunk.marker_before:  # it starts the file: insert it at the top
+            where, line = self.pos, self.pos + 1
+        else:
+            if (hunk, self.pos) not in self._near:
+                self._near[hunk, self.pos] = _closest(
+                    seg, self._positions(key_loose), self._index(key_loose), self.budget,
+                    self.pos)
+            line = self._near[hunk, self.pos]
+            where = line - 1
+        self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
+                          f"at line {where + 1}, closest match at line {line}; nothing removed")
+        self.replacements.append(_Replacement(where, where, seg))
+        self.pos = where
+
+    def _positions(self, key: Callable[[str], str]) -> dict[str, list[int]]:
+        """Original line positions by key (built once per key function)."""
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = positions(self.orig, key)
+        return table
+
+    def _index(self, key: Callable[[str], str]) -> WordIndex:
+        """The original's distinct lines by word (one per key function)."""
+        index = self._words.get(key)
+        if index is None:
+            index = self._words[key] = WordIndex(self._positions(key))
+        return index
+
+    def text_lines(self, sources: list[int] | None = None) -> list[str]:
+        """The merged lines; ``sources``, if given, gets each one's original line number
+        (-1: a new line) for the line endings of a file that mixes them."""
+        out: list[str] = []
+        cursor = 0
+        last: _Replacement | None = None
+        for r in sorted(self.replacements, key=lambda r: (r.start, r.end)):
+            shared = self.orig[r.start:cursor]  # lines the previous edit replaced too
+            if shared and last is not None and last.block and r.block and r.end >= cursor \
+                    and last.lines[-len(shared):] == shared == r.lines[:len(shared)]:
+                # Two hunks that share context lines (both keep them): as git apply and
+                # patch read them, one after the other.
+                r = _Replacement(cursor, r.end, r.lines[len(shared):], block=True)
+            elif r.start < cursor:
+                self.unsure(r.start + 1, f"two edits overlap at original line {r.start + 1}; "
+                                         f"the second was applied after the first")
+                r = _Replacement(cursor, max(cursor, r.end), r.lines)
+            last = r
+            out.extend(self.orig[cursor:r.start])
+            out.extend(r.lines)
+            if sources is not None:
+                sources.extend(range(cursor, r.start))
+                sources.extend(kept_lines(self.orig[r.start:r.end], r.lines, r.start))
+            cursor = r.end
+        out.extend(self.orig[cursor:])
+        if sources is not None:
+            sources.extend(range(cursor, len(self.orig)))
+        return out
+

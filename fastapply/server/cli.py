@@ -1,0 +1,198 @@
+"""``fastapply serve``: the command line around :class:`fastapply.server.triton.TritonServer`.
+
+Renders a model repository from the arguments (or takes ``--model-repository``), starts
+the server (and the OpenAI front with ``--openai-port``), prints where it listens, and on
+SIGTERM/SIGINT drains it; the exit status says whether every request was answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fastapply.server.triton import (
+    ADMIN_APIS,
+    ADMIN_HEADER,
+    ADMIN_KEY_ENV,
+    DEFAULT_GRACE_PERIOD_S,
+    KILL_AFTER_S,
+    SHUTDOWN_MARGIN_S,
+    GuardError,
+    ServerError,
+    StartCancelled,
+    TritonServer,
+)
+
+
+def _port(text: str) -> int:
+    """A TCP port number (argparse type): 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give 1 to 65535")
+    return port
+
+
+def _grace_period_s(text: str) -> float:
+    """Seconds (argparse type): a finite number from 0 to a day."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= 86400:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a grace period: give seconds from "
+                                         f"0 to 86400")
+    return seconds
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-repository", type=Path,
+                   help="an already rendered repository (default: render one for --runtime)")
+    p.add_argument("--model", type=Path, help="HF model dir (torch, trtllm-pytorch runtimes)")
+    p.add_argument("--engine", type=Path, help="TensorRT-LLM engine dir (trtllm-engine)")
+    p.add_argument("--tokenizer", type=Path, help="tokenizer dir when not the model's")
+    p.add_argument("--tiny-model", action="store_true",
+                   help="serve the tiny random model built locally (torch runtime)")
+    from fastapply.decoding.prompts import FORMATS
+    from fastapply.decoding.runtimes import RUNTIMES
+    from fastapply.service import ServiceConfig
+
+    p.add_argument("--runtime", choices=RUNTIMES, default=None,
+                   help="default: deterministic without a model, torch with --model")
+    # None leaves ServiceConfig's default (fastapply.service), the one place it is written
+    p.add_argument("--prompt-format", choices=sorted(FORMATS),
+                   help=f"default: {ServiceConfig.prompt_format}")
+    p.add_argument("--max-draft-len", type=int, help=f"default: {ServiceConfig.max_draft_len}")
+    p.add_argument("--context-limit", type=int)
+    p.add_argument("--device", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--grpc-port", type=_port, default=8001)
+    p.add_argument("--http-port", type=_port, default=8000)
+    p.add_argument("--metrics-port", type=_port, default=8002)
+    p.add_argument("--http-guard", choices=["on", "off"], default="on",
+                   help="on (default): the HTTP port answers client errors in generate "
+                        "requests with 400 and a message (fastapply.server.http.guard) and relays "
+                        "the rest to tritonserver on a loopback port; off: tritonserver's "
+                        "own HTTP on the port, as is (500 for such errors)")
+    p.add_argument("--openai-port", type=lambda t: 0 if t.strip() == "0" else _port(t), default=0,
+                   help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
+                        "(fastapply.server.openai.server; 0: off)")
+    p.add_argument("--grace-period-s", type=_grace_period_s, default=DEFAULT_GRACE_PERIOD_S,
+                   help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
+                        "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
+                        f"--exit-timeout-secs is this + {SHUTDOWN_MARGIN_S:.0f}, so give the "
+                        f"pod a terminationGracePeriodSeconds above this + "
+                        f"{SHUTDOWN_MARGIN_S + KILL_AFTER_S:.0f}")
+
+
+def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
+    """Render a repository from serve/demo arguments."""
+    from fastapply.server.model_repo import render_repository
+
+    model = args.model
+    if getattr(args, "tiny_model", False):
+        from fastapply.model.tiny import ensure_tiny_model
+
+        model = ensure_tiny_model()
+    runtime = args.runtime or ("torch" if model else
+                               "trtllm-engine" if getattr(args, "engine", None) else
+                               "deterministic")
+    return render_repository(
+        out_dir, runtime=runtime, model_dir=model, engine_dir=getattr(args, "engine", None),
+        tokenizer_dir=getattr(args, "tokenizer", None), prompt_format=args.prompt_format,
+        max_draft_len=args.max_draft_len, context_limit=args.context_limit,
+        device=args.device, dtype=args.dtype)
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="fastapply-repo-") as tmp:
+        repo = args.model_repository or render_for(args, Path(tmp))
+        admin_key = os.environ.get(ADMIN_KEY_ENV) or None
+        try:
+            server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
+                                  http_port=args.http_port, metrics_port=args.metrics_port,
+                                  admin_key=admin_key, grace_period_s=args.grace_period_s,
+                                  http_guard=args.http_guard == "on")
+        except ServerError as exc:
+            print(f"fastapply serve: {exc}", file=sys.stderr)
+            return 2
+        stop = {"now": False}
+
+        def on_signal(signum: int, frame: object) -> None:
+            stop["now"] = True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        try:
+            server.start(cancelled=lambda: stop["now"])
+        except StartCancelled:
+            print("fastapply serve: stopped before the model was ready; no request was "
+                  "taken.", file=sys.stderr)
+            return 0
+        except ServerError as exc:
+            what = "the server did not start" if isinstance(exc, GuardError) else \
+                "the model did not load"
+            print(f"fastapply serve: {what}.\n{exc}", file=sys.stderr)
+            return 1
+        front = None
+        try:
+            if getattr(args, "openai_port", 0):
+                from fastapply.server.openai.server import OpenAIFront
+
+                front = OpenAIFront(server.grpc_url, host=args.host, port=args.openai_port)
+                front.start()
+        except ServerError as exc:
+            server.stop()
+            print(f"fastapply serve: {exc}", file=sys.stderr)
+            return 1
+        admin = (f"header {ADMIN_HEADER}" if admin_key else
+                 f"closed (set {ADMIN_KEY_ENV} to open them)")
+        print(f"fastapply serving model 'fast_apply' from {repo}\n"
+              f"  gRPC     {server.grpc_url}\n"
+              f"  HTTP     {server.http_url}\n"
+              f"  metrics  {server.metrics_url}\n"
+              + (f"  OpenAI   {front.url}/v1\n" if front else "") +
+              f"  log      {server.log_path}\n"
+              f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
+              + (f"  guard    HTTP generate requests checked (log {server.guard_log_path}); "
+                 f"tritonserver's own HTTP on {server.triton_http_url}\n"
+                 if server.http_guard else "") +
+              "Ctrl-C stops it.", flush=True)
+        problems: list[str] = []
+        try:
+            while not stop["now"]:
+                if server.process is None or server.process.poll() is not None:
+                    print(f"fastapply serve: tritonserver exited; log tail:\n"
+                          f"{server.log_tail()}", file=sys.stderr)
+                    return 1
+                if server.http_guard and (server.guard is None or
+                                          server.guard.poll() is not None):
+                    print(f"fastapply serve: the HTTP guard exited; its log: "
+                          f"{server.guard_log_path}", file=sys.stderr)
+                    return 1
+                if front and (front.process is None or front.process.poll() is not None):
+                    print("fastapply serve: the OpenAI front exited", file=sys.stderr)
+                    return 1
+                time.sleep(0.2)
+            print(f"fastapply serve: stopping: new requests are refused, requests in flight "
+                  f"get {server.grace_period_s:g} s to finish.", flush=True)
+            problems = server.stop()  # drains first: the OpenAI front relays the answers
+        finally:
+            if front:
+                front.stop()
+            server.stop()  # a no-op after the drain
+        if problems:
+            print("fastapply serve: stopped, but not cleanly:\n  " + "\n  ".join(problems),
+                  file=sys.stderr)
+            return 1
+        print("fastapply serve: stopped; every request in flight was answered.")
+        return 0

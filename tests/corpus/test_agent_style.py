@@ -1,0 +1,87 @@
+"""Agent-style snippets and training windows: each is a true edit, read the way agents write."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from fastapply.corpus.agent_style import AGENT_STYLES, agent_snippet, enclosing_block, window
+from fastapply.merge import apply_snippet, is_marker
+from fastapply.model.sft_data import examples
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "multirepo-valid-sample.jsonl"
+OLD = ("import os\n\n\nclass Greeter:\n    def __init__(self, name):\n        self.name = name\n"
+       "\n    def greet(self):\n" + "".join(f"        v{i} = {i}\n" for i in range(12))
+       + "        d = 4\n        h = 8\n        return self.name\n"
+       "\n\ndef main():\n    Greeter('x').greet()\n")
+
+
+def test_signature_snippet_starts_at_the_enclosing_signature_with_no_marker_around() -> None:
+    new = OLD.replace("        h = 8\n", "        h = 9\n")
+    snippet = agent_snippet(OLD, new, "python", "signature", random.Random(0))
+    lines = snippet.splitlines()
+    assert lines[0] == "    def greet(self):"
+    assert lines[-1] == "        return self.name"
+    assert "        h = 9" in lines
+    assert any(is_marker(s) for s in lines[1:-1])  # the long unchanged run is elided
+    # read as meant (each marker stands for the block's lines it replaces), it is the edit
+    shown = [s for s in lines if not is_marker(s)]
+    assert all(s in new.splitlines() for s in shown)
+
+
+def test_named_markers_say_what_they_stand_for() -> None:
+    new = OLD.replace("        d = 4\n", "        d = 40\n")
+    snippet = agent_snippet(OLD, new, "python", "named", random.Random(3))
+    markers = [s for s in snippet.splitlines() if is_marker(s)]
+    assert markers and all("existing code" not in m for m in markers)
+    assert apply_snippet(OLD, snippet).text == new
+
+
+def test_whole_block_and_whole_file_show_no_marker() -> None:
+    new = OLD.replace("        return self.name\n", "        return self.name.upper()\n")
+    block = agent_snippet(OLD, new, "python", "whole_block", random.Random(0))
+    assert block.startswith("    def greet(self):") and not any(
+        is_marker(s) for s in block.splitlines())
+    assert agent_snippet(OLD, new, "python", "whole_file", random.Random(0)) == new
+
+
+def test_a_top_level_change_has_no_enclosing_block() -> None:
+    assert enclosing_block(["a = 1", "b = 2"], 1, 1) is None
+    assert agent_snippet("a = 1\nb = 2\n", "a = 1\nb = 3\n", "python", "signature",
+                         random.Random(0)) == ""
+    with pytest.raises(ValueError, match="unknown agent style"):
+        agent_snippet("a\n", "b\n", "python", "haiku", random.Random(0))
+
+
+def test_a_window_is_a_true_edit_of_its_crop() -> None:
+    recs = [json.loads(line) for line in DATA.open()]
+    rng = random.Random(0)
+    checked = 0
+    for rec in recs:
+        crop = window(rec["original"], rec["updated"], rng, max_lines=50)
+        if crop is None:
+            continue
+        old, new = crop
+        assert old != new
+        # every line of the crop comes from the record, in order
+        assert old in rec["original"] or rec["original"].startswith(old) or set(
+            old.splitlines()) <= set(rec["original"].splitlines())
+        assert set(new.splitlines()) <= set(rec["updated"].splitlines()) | set(
+            rec["original"].splitlines())
+        checked += 1
+    assert checked >= len(recs) // 2
+
+
+def test_training_examples_are_deterministic_for_a_seed_and_cover_every_style() -> None:
+    recs = [json.loads(line) for line in DATA.open()] * 4
+    first = list(examples(recs, seed=7))
+    again = list(examples(recs, seed=7))
+    other = list(examples(recs, seed=8))
+    assert first == again and first != other
+    styles = {ex["style"] for ex in first}
+    assert {"lazy", "search_replace", "udiff"} <= styles
+    assert len(styles & set(AGENT_STYLES)) >= 3
+    assert {ex["format"] for ex in first} == {"kortix", "morph"}
