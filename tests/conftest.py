@@ -76,9 +76,16 @@ def det_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 #: Context limit of the tiny-model server, in tokens: small, so "too long" is cheap.
 TINY_CONTEXT_LIMIT_TOKENS = 1024
 
-#: (file, snippet) the tiny random model answers completely: greedy float32 decoding emits
-#: its stop token after 56 tokens. Noise rarely ends; other requests hit max_tokens.
-TINY_COMPLETE = ("a = 1\n", "a = 0\n")
+#: How the tiny random model is served: the morph format (a raw answer), because noise
+#: never writes kortix's closing tag and a kortix answer without it is refused; and the
+#: policy "model" (serve the model's output as is), because noise never agrees with the
+#: deterministic merge. The real default model has its own tests (tests/model).
+TINY_SERVING: dict[str, Any] = {"prompt_format": "morph", "policy": "model"}
+
+#: (file, snippet) the tiny random model answers completely: greedy float32 decoding in
+#: the morph format emits its stop token after 83 tokens. Noise rarely ends; other
+#: requests hit max_tokens.
+TINY_COMPLETE = ("y = 1\n", "y = 0\n")
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +100,7 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) 
     """A server running the torch runtime on the tiny random model (CPU, float32)."""
     server = start_server(tmp_path_factory, runtime="torch", model_dir=tiny_model_dir,
                           device="cpu", dtype="float32", worker_threads=2,
-                          context_limit=TINY_CONTEXT_LIMIT_TOKENS)
+                          context_limit=TINY_CONTEXT_LIMIT_TOKENS, **TINY_SERVING)
     yield server
     server.stop()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import TINY_COMPLETE
+from conftest import TINY_COMPLETE, TINY_SERVING
 
 from fastapply.examples import load_edits
 from fastapply.service import (
@@ -93,7 +93,7 @@ def tiny_services():
     path = str(ensure_tiny_model())
     make = lambda k, **kw: FastApplyService(  # noqa: E731
         ServiceConfig(runtime="torch", model_dir=path, max_draft_len=k, device="cpu",
-                      dtype="float32", **kw))
+                      dtype="float32", **{**TINY_SERVING, **kw}))
     return make(0), make(64), make
 
 

@@ -63,10 +63,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve the tiny random model built locally (torch runtime)")
     from fastapply.decoding.prompts import FORMATS
     from fastapply.decoding.runtimes import RUNTIMES
+    from fastapply.decoding.witness import POLICIES
     from fastapply.service import ServiceConfig
 
     p.add_argument("--runtime", choices=RUNTIMES, default=None,
-                   help="default: deterministic without a model, torch with --model")
+                   help="default: torch with the embedded default model (SmolLM2-135M + "
+                        "the shipped adapter) or --model DIR; deterministic: the "
+                        "deterministic merge, no model")
+    p.add_argument("--policy", choices=list(POLICIES), default=None,
+                   help=f"what a model runtime serves, given its output and the "
+                        f"deterministic merge (default: {ServiceConfig.policy}; see "
+                        f"docs/model.md)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="lowest token probability the confidence policies accept")
     # None leaves ServiceConfig's default (fastapply.service), the one place it is written
     p.add_argument("--prompt-format", choices=sorted(FORMATS),
                    help=f"default: {ServiceConfig.prompt_format}")
@@ -103,19 +112,30 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
         from fastapply.model.tiny import ensure_tiny_model
 
         model = ensure_tiny_model()
-    runtime = args.runtime or ("torch" if model else
-                               "trtllm-engine" if getattr(args, "engine", None) else
-                               "deterministic")
+    engine = getattr(args, "engine", None)
+    runtime = args.runtime or ("trtllm-engine" if engine and not model else "torch")
+    if runtime in ("torch", "trtllm-pytorch") and not model:
+        from fastapply.model.default import default_model_dir
+
+        model = default_model_dir(quiet=False)  # the embedded default
     return render_repository(
         out_dir, runtime=runtime, model_dir=model, engine_dir=getattr(args, "engine", None),
         tokenizer_dir=getattr(args, "tokenizer", None), prompt_format=args.prompt_format,
         max_draft_len=args.max_draft_len, context_limit=args.context_limit,
-        device=args.device, dtype=args.dtype)
+        device=args.device, dtype=args.dtype, policy=getattr(args, "policy", None),
+        threshold=getattr(args, "threshold", None))
 
 
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fastapply-repo-") as tmp:
-        repo = args.model_repository or render_for(args, Path(tmp))
+        from fastapply.model.base import BaseModelError
+
+        try:
+            repo = args.model_repository or render_for(args, Path(tmp))
+        except BaseModelError as exc:
+            print(f"fastapply serve: {exc}; or serve without a model: --runtime "
+                  f"deterministic", file=sys.stderr)
+            return 2
         admin_key = os.environ.get(ADMIN_KEY_ENV) or None
         try:
             server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,

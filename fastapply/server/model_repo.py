@@ -119,6 +119,11 @@ def config_from_parameters(params: dict[str, str]) -> tuple[ServiceConfig, int]:
             if number == 0 and f.default is None:
                 continue
             kwargs[f.name] = number
+        elif str(f.type) == "float":
+            try:
+                kwargs[f.name] = float(value)
+            except ValueError:
+                raise RenderError(f"parameter {f.name} is {value!r}, not a number") from None
         else:
             kwargs[f.name] = value
     try:

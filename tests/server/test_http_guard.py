@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import TINY_COMPLETE
+from conftest import TINY_COMPLETE, TINY_SERVING
 from test_serving_contract import ENDLESS, MERGED, ORIGINAL, SNIPPET, http, metric, wait_for
 
 MODEL = "/v2/models/fast_apply"
@@ -360,7 +360,7 @@ def test_a_stream_triton_breaks_off_is_cut_off_for_the_client_too(
     from fastapply.server.triton import TritonServer
 
     repo = render_repository(tmp_path, runtime="torch", model_dir=tiny_model_dir,
-                             device="cpu", dtype="float32", worker_threads=1)
+                             device="cpu", dtype="float32", worker_threads=1, **TINY_SERVING)
     server = TritonServer(repo, log_path=tmp_path / "server.log").start()
     try:
         with endless_stream(server.http_port) as (sock, received):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import reaped
+from conftest import TINY_SERVING, reaped
 
 from fastapply.metrics import PROMETHEUS_QUEUE
 from fastapply.server.lifecycle import (
@@ -42,7 +42,8 @@ def render_slow(out: Path, tiny_model_dir: Path, workers: int = WORKERS) -> Path
     from fastapply.server.model_repo import render_repository
 
     return render_repository(out, runtime="torch", model_dir=tiny_model_dir, device="cpu",
-                             dtype="float32", worker_threads=workers, max_draft_len=0)
+                             dtype="float32", worker_threads=workers, max_draft_len=0,
+                             **TINY_SERVING)
 
 
 def metric(metrics_url: str, name: str) -> float:
@@ -164,7 +165,7 @@ def test_saturated_server_shows_its_queue_and_ends_idle_at_zero(
 
     server = start_server(tmp_path_factory, runtime="torch", model_dir=tiny_model_dir,
                           device="cpu", dtype="float32", worker_threads=WORKERS,
-                          max_draft_len=0)
+                          max_draft_len=0, **TINY_SERVING)
     try:
         n = 3 * WORKERS
         burst = Burst(server.grpc_url, n)

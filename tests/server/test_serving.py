@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_MAX_INPUT_BYTES, TINY_COMPLETE, TINY_CONTEXT_LIMIT_TOKENS, reaped
+from conftest import (
+    TEST_MAX_INPUT_BYTES,
+    TINY_COMPLETE,
+    TINY_CONTEXT_LIMIT_TOKENS,
+    TINY_SERVING,
+    reaped,
+)
 
 from fastapply.metrics import PROMETHEUS_COUNTERS, PROMETHEUS_LATENCY, PROMETHEUS_REQUESTS
 from fastapply.server.model_repo import RenderError, fill, render_repository
@@ -235,7 +241,7 @@ def test_tiny_model_served_equals_inprocess_greedy(tiny_server: Any, tiny_model_
 
     greedy = FastApplyService(ServiceConfig(
         runtime="torch", model_dir=str(tiny_model_dir), device="cpu", dtype="float32",
-        max_draft_len=0))
+        max_draft_len=0, **TINY_SERVING))
     want = greedy.apply(*TINY_COMPLETE)  # a whole file: the model stops by itself
     with client(tiny_server) as c:
         served = c.apply(*TINY_COMPLETE)
@@ -291,7 +297,12 @@ def test_client_timeout_then_the_same_client_recovers(tiny_server: Any) -> None:
 
 
 def serve_command(*args: str) -> list[str]:
+    """``fastapply serve`` on free ports; the deterministic runtime unless ``args`` name
+    one (the default model has tests of its own: tests/model)."""
     from fastapply.server.triton import free_port
+
+    if "--runtime" not in args and "--tiny-model" not in args:
+        args = ("--runtime", "deterministic", *args)
 
     ports = [str(free_port()) for _ in range(3)]
     return [sys.executable, "-m", "fastapply", "serve", "--grpc-port", ports[0],

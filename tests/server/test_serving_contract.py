@@ -251,8 +251,8 @@ def serve(*args: str, key: str) -> subprocess.Popen[str]:
 
     ports = [str(free_port()) for _ in range(3)]
     return subprocess.Popen(
-        [sys.executable, "-m", "fastapply", "serve", "--grpc-port", ports[0], "--http-port",
-         ports[1], "--metrics-port", ports[2], *args],
+        [sys.executable, "-m", "fastapply", "serve", "--runtime", "deterministic",
+         "--grpc-port", ports[0], "--http-port", ports[1], "--metrics-port", ports[2], *args],
         env={**os.environ, ADMIN_KEY_ENV: key}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
 
