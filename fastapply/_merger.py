@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from fastapply._merge_costs import Placement, WorkBudget
-from fastapply._merge_defs import removed_definitions
+from fastapply._merge_defs import opens_block, removed_definitions
 from fastapply._merge_guess import guesses
 from fastapply._merge_lazy import nonblank_matches, place
 from fastapply._merge_lines import WordIndex, key_exact, key_loose, positions
@@ -285,10 +285,12 @@ class _Merger:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
         if hunk.marker_before and hunk.marker_after and seg == self.orig[start:end] and \
-                hunk.number not in self.anchored:
+                hunk.number not in self.anchored and not (self.anchored and opens_block(
+                    [s for s in seg if s.strip()])):
             # Every segment of a lazy snippet shows a change; one between markers found
             # as it stands was placed where the change it shows (most often a deletion
-            # shown by two neighbours, read as kept: see DROP_DEF) does not happen.
+            # shown by two neighbours, read as kept: see DROP_DEF) does not happen. (In a
+            # snippet from a signature, the start of another block may show none.)
             self.idle.append(Uncertainty(start + 1, (
                 f"{hunk.label}: each of its lines was found as it stands at lines "
                 f"{start + 1}-{end}, so the change it shows (a deletion?) was not read; "

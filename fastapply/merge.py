@@ -21,16 +21,15 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
 from fastapply import _merge_formats as formats
 from fastapply._merge_costs import WorkBudget
-from fastapply._merge_defs import _DEF, _DEF_OTHER, _HEADER_CHARS, _METHOD
+from fastapply._merge_defs import opens_block
 from fastapply._merge_indent import tabs_for_spaces
 from fastapply._merge_lines import key_exact, key_loose
-from fastapply._merge_text import _indent, line_ends, with_ends
+from fastapply._merge_text import line_ends, with_ends
 from fastapply._merger import Uncertainty, _Merger
 from fastapply.edits import (
     BLOCK_FORM,
@@ -86,26 +85,6 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     return m
 
 
-#: How a line that opens a block ends (``{``, ``:``, ``(``, ``do``, ``=>``, ``->``).
-_OPENS = re.compile(r"(?:[{:(\[]|\bdo|=>|->)\s*$")
-
-
-def _opens_block(lines: list[str]) -> bool:
-    """Does the first of these (non-blank) lines open a block: a definition (not an
-    import), a line ending like an opener, or one the next line is indented under?
-
-    >>> _opens_block(["    def greet(self):"]), _opens_block(["    x = 1", "    y = 2"])
-    (True, False)
-    """
-    first = lines[0]
-    if _DEF.match(first) and not first.lstrip().startswith(("import", "from")):
-        return True
-    if (len(first) <= _HEADER_CHARS and (_DEF_OTHER.match(first) or _METHOD.match(first))) \
-            or _OPENS.search(first):
-        return True
-    return len(lines) > 1 and len(_indent(lines[1])) > len(_indent(first))
-
-
 def _signature_edges(plan: EditPlan, orig: list[str]
                      ) -> tuple[EditPlan, dict[int, tuple[bool, bool]]]:
     """A lazy snippet that starts, with no marker before it, at a line that opens a block
@@ -133,7 +112,7 @@ def _signature_edges(plan: EditPlan, orig: list[str]
     first = key_exact(head[0])
     file_lines = [key_exact(o) for o in orig if o.strip()]
     if not file_lines or first == file_lines[0] or file_lines.count(first) != 1 or \
-            not _opens_block(head):
+            not opens_block(head):
         return plan, {}
     shown = {key_loose(s) for h in hunks for s in h.new if s.strip()}
     loose = Counter(key_loose(s) for s in file_lines)

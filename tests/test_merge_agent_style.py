@@ -98,3 +98,19 @@ def test_a_whole_large_file_with_its_first_line_edited_is_merged_not_refused() -
     result = apply_snippet(original, updated)  # no markers: the whole new file
     assert result.text == updated
     assert result.uncertain == ()
+
+
+
+def test_the_unchanged_start_of_a_second_block_is_not_an_unread_deletion() -> None:
+    # Between markers, a segment found as it stands is a deletion the merge did not read
+    # (textbook snippets show a change in every segment); in a snippet that starts at a
+    # signature, the signature of the next block it shows is just where that block starts.
+    original = PYTHON.replace("        return 1\n", BODY.replace("v", "w") + "        return 1\n")
+    snippet = ("    def greet(self):\n        # ... existing code ...\n"
+               "        v10 = 10\n        v11 = 111\n        v12 = 12\n        v13 = 13\n"
+               "        v14 = 14\n"
+               "        # ... existing code ...\n    def other(self):\n"
+               "        # ... existing code ...\n        w15 = 15\n        return 1\n")
+    result = apply_snippet(original, snippet)
+    assert result.text == original.replace("v11 = 11\n", "v11 = 111\n")
+    assert result.uncertain == ()
