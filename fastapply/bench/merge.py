@@ -11,6 +11,13 @@ With ``--regenerate`` it also merges lazy snippets rebuilt from each record's tr
 with 1, 2 and 3 lines of context (:func:`lazy_snippet`): the same files, other snippets,
 a check that the merge is not fitted to the corpus' own snippets.
 
+With ``--agent-styles`` it also merges, per record and on the whole file, a lazy snippet
+in each style coding agents write (:data:`fastapply.corpus.agent_style.AGENT_STYLES`:
+``agent_signature``, ``agent_named``, ``agent_whole_block``, ``agent_whole_file``), made
+with a fixed seed (``--seed``); a record where a style does not apply is left out of that
+style's total. ``--formats`` keeps only the named formats (a comma-separated list);
+``--outcomes`` writes each merge's outcome, to compare two builds record by record.
+
 Each format also reports the merge time per edit (``merge_ms_p50``, ``merge_ms_p95``) and
 in all (``merge_s``). With ``--shapes`` it instead merges the worst-case shapes of
 :mod:`fastapply.bench.merge_shapes` on a generated file (``--lines``, default 20,000).
@@ -20,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
+import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -70,6 +79,16 @@ def _regenerated(rec: dict[str, Any], context: int) -> str:
     return lazy_snippet(rec["original"], rec["updated"], context, rec.get("language", ""))
 
 
+def _agent(rec: dict[str, Any], style: str, seed: int) -> str | None:
+    """The record's snippet in agent ``style`` (None where the style does not apply); the
+    random choices are seeded by ``seed``, the record and the style, so reruns agree."""
+    from fastapply.corpus.agent_style import agent_snippet
+
+    rng = random.Random(f"{seed}:{rec.get('id', '')}:{style}")
+    snippet = agent_snippet(rec["original"], rec["updated"], rec.get("language", ""), style, rng)
+    return snippet or None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="JSONL of edits (default: shipped examples)")
     p.add_argument("--limit", type=int, help="only the first N edits")
@@ -77,6 +96,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regenerate", action="store_true",
                    help="also merge lazy snippets rebuilt from the true change with 1, 2 and "
                         "3 lines of context (formats lazy_context_1..3)")
+    p.add_argument("--agent-styles", action="store_true",
+                   help="also merge lazy snippets in the styles coding agents write, built "
+                        "from the true change on the whole file (formats agent_signature, "
+                        "agent_named, agent_whole_block, agent_whole_file)")
+    p.add_argument("--seed", type=int, default=0, help="--agent-styles: seed of the snippets")
+    p.add_argument("--formats", help="only these formats (comma-separated names, e.g. "
+                                     "lazy,agent_signature)")
+    p.add_argument("--outcomes", type=Path,
+                   help="also write each merge's outcome (format, id, outcome) as JSON lines")
     p.add_argument("--shapes", action="store_true",
                    help="time the worst-case shapes on a generated file instead of the corpus")
     p.add_argument("--lines", type=int, default=20000, help="--shapes: lines of the file")
@@ -121,17 +149,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     edits = load_edits(args.data, args.limit)
     formats: dict[str, dict[str, Any]] = {}
     rows, failures, lang_rows = [], [], []
+    outcomes: list[str] = []  # JSON lines for --outcomes
     # format name -> the snippet of a record in that format
-    fields: dict[str, Callable[[dict[str, Any]], str]] = {
+    # (None: the format does not apply to this record, which is left out of its total)
+    fields: dict[str, Callable[[dict[str, Any]], str | None]] = {
         name: itemgetter(field) for name, field in FIELDS.items()}
     if args.regenerate:
         fields.update({f"lazy_context_{c}": partial(_regenerated, context=c) for c in (1, 2, 3)})
+    if args.agent_styles:
+        from fastapply.corpus.agent_style import AGENT_STYLES
+
+        fields.update({f"agent_{style}": partial(_agent, style=style, seed=args.seed)
+                       for style in AGENT_STYLES})
+    if args.formats:
+        wanted = [f.strip() for f in args.formats.split(",") if f.strip()]
+        unknown = [f for f in wanted if f not in fields]
+        if unknown:
+            raise SystemExit(f"unknown format(s) {', '.join(unknown)}; these are available "
+                             f"with the options given: {', '.join(fields)}")
+        fields = {name: fields[name] for name in wanted}
     for name, snippet_of in fields.items():
         tally = _Tally()
         by_lang: dict[str, _Tally] = defaultdict(_Tally)
         merge_ms: list[float] = []
         for rec in edits:
             snippet = snippet_of(rec)
+            if snippet is None:
+                continue
             start = time.perf_counter()
             try:
                 result = apply_snippet(rec["original"], snippet)
@@ -146,6 +190,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     or "differs, not flagged"
             merge_ms.append((time.perf_counter() - start) * 1000)
             tally.add(outcome)
+            outcomes.append(json.dumps({"format": name, "id": rec.get("id"), "outcome": outcome}))
             by_lang[rec.get("language", "?")].add(outcome)
             if outcome not in ("exact", "flagged_exact"):
                 failures.append((name, rec["id"], why))
@@ -161,6 +206,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             lang_rows += [[name, lang, t.total, *(t.figures()[c] for c in COLUMNS)]
                           for lang, t in sorted(by_lang.items())]
     print_table(["format", "total", *COLUMNS, "merge_ms_p50", "merge_ms_p95", "merge_s"], rows)
+    if args.outcomes:
+        args.outcomes.write_text("".join(line + "\n" for line in outcomes))
     if lang_rows:
         print()
         print_table(["format", "language", "total", *COLUMNS], lang_rows)

@@ -33,8 +33,8 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
           weights: Sequence[int], marker_before: bool, marker_after: bool,
           sraw: Sequence[str] | None = None, oraw: Sequence[str] | None = None,
           context: int | None = None, dropped: Sequence[bool] | None = None,
-          budget: WorkBudget | None = None, near: Sequence[int] | None = None
-          ) -> tuple[int, Placement]:
+          budget: WorkBudget | None = None, near: Sequence[int] | None = None,
+          free: tuple[bool, bool] = (False, False)) -> tuple[int, Placement]:
     """Exact alignment of a segment with the window ``okeys`` = orig[w0:w0+len(okeys)].
 
     Edit costs: a matched line gains its weight, an original line replaced by a segment
@@ -47,6 +47,9 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     With ``context`` = c, the runs of context next to a marker must be exactly c lines
     and those between changes at most 2c (a snippet writer shows the same context on
     both sides of a change); without it, at most LEAD and INNER lines.
+    ``free`` lifts the rule on the run before the first change (``free[0]``) or after
+    the last (``free[1]``), and allows no change at all: that edge is anchored at a
+    signature or a block's end, not next to a marker (see merge._signature_edges).
     Returns (score, placement); among equal scores the placement starting first wins.
     A segment without markers (a whole file) is aligned piecewise between the lines it
     shares once with the window (see ``_align_between_anchors``). The work (one unit a
@@ -74,11 +77,12 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
               extra=[DROP_DEF * big if d else 0 for d in dropped] if dropped
               else [0] * win_len, first_row=first_row,
               run_cost=RUN_COST * big if marker_before or marker_after else 0,
-              lead_max=LEAD if context is None else context,
-              lead_min=context if context is not None and marker_before else 0,
-              trail_min=context if context is not None and marker_after else 0,
+              lead_max=seg_len + 1 if free[0] else LEAD if context is None else context,
+              lead_min=context if context is not None and marker_before and not free[0] else 0,
+              trail_min=context if context is not None and marker_after and not free[1] else 0,
               inner_max=INNER if context is None else 2 * context, marker_after=marker_after,
-              near=list(near) if near is not None else [0] * win_len)
+              near=list(near) if near is not None else [0] * win_len,
+              trail_max=seg_len + 1 if free[1] else -1, idle_ok=free[0] or free[1])
     filled = _fill(g)
     end, state, total = _best_end(g, filled, w0, n)
     score = -((-total) // big) if total % big else total // big
@@ -88,7 +92,8 @@ def align(skeys: Sequence[str], okeys: Sequence[str], w0: int, lo: int, n: int,
     first = min(consumed) if consumed else w0 + path.column
     last = max(consumed) + 1 if consumed else w0 + path.column
     region = (first if marker_before else lo, last if marker_after else n)
-    if g.run_cost and not violations and region[0] >= w0 and region[1] <= w0 + win_len and \
+    if g.run_cost and not g.idle_ok and not violations and region[0] >= w0 and \
+            region[1] <= w0 + win_len and \
             _same(skeys, okeys[region[0] - w0:region[1] - w0], not marker_after):
         # The path's only "change" was a no-op (insert X, delete X): there is none.
         violations = 1
@@ -139,6 +144,12 @@ class _Grid:
     inner_max: int  # longest context run between two changes
     marker_after: bool  # a marker follows: no deletion after the last segment line
     near: list[int]  # per window line: cost of matching a generic segment line there
+    trail_max: int = -1  # longest context run after the last change (-1: lead_max)
+    idle_ok: bool = False  # a segment without any change fits (an anchored edge)
+
+    def __post_init__(self) -> None:
+        if self.trail_max < 0:
+            self.trail_max = self.lead_max
 
     @property
     def cap(self) -> int:
@@ -271,11 +282,11 @@ def _best_end(g: _Grid, t: _Filled, w0: int, n: int) -> tuple[int, int, int]:
     best, state = [], []
     for j in range(len(t.lead)):
         # ending on a change: no context after it, short of trail_min
-        ends = [(t.lead[j] - run_cost, STATE_LEAD),
+        ends = [(t.lead[j] - (0 if g.idle_ok else run_cost), STATE_LEAD),
                 (t.edit[j] - (trail if g.trail_min else 0), STATE_EDIT)]
         mvec = t.match[j]
         if mvec is not None:
-            ends.extend((x - (trail if r + 1 > g.lead_max or r + 1 < g.trail_min else 0),
+            ends.extend((x - (trail if r + 1 > g.trail_max or r + 1 < g.trail_min else 0),
                          match_state(r)) for r, x in enumerate(mvec))
         v, st = max(ends)
         best.append(v)
@@ -350,9 +361,9 @@ def _context_violations(g: _Grid, context: Sequence[bool], marker_after: bool) -
     """
     runs = [len(r) for r in "".join("m" if c else " " for c in context).split(" ")]
     if len(runs) == 1:
-        return 1  # no change at all
+        return 0 if g.idle_ok else 1  # no change at all
     return (not g.lead_min <= runs[0] <= g.lead_max) + \
-        (marker_after and not g.trail_min <= runs[-1] <= g.lead_max) + \
+        (marker_after and not g.trail_min <= runs[-1] <= g.trail_max) + \
         sum(r > g.inner_max for r in runs[1:-1])
 
 

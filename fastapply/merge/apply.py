@@ -21,10 +21,12 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from fastapply.merge import formats
 from fastapply.merge.costs import WorkBudget
+from fastapply.merge.definitions import opens_block
 from fastapply.merge.edits import parse_edit
 from fastapply.merge.indent import tabs_for_spaces
 from fastapply.merge.lines import key_exact, key_loose
@@ -57,11 +59,14 @@ class MergeResult:
 
 def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
              shared: _Merger | None, flips: frozenset[int],
-             budget: WorkBudget | None = None) -> _Merger:
+             budget: WorkBudget | None = None,
+             anchored: dict[int, tuple[bool, bool]] | None = None) -> _Merger:
     """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
-    the lazy segments numbered in ``flips``."""
+    the lazy segments numbered in ``flips``; the segments numbered in ``anchored`` have
+    an edge anchored where its line is found (see _signature_edges)."""
     m = _Merger(orig, context, eof, shared, flips)
     if shared is None:
+        m.anchored = anchored or {}
         m.budget = budget or WorkBudget()
         m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
                                     if s.strip())
@@ -72,6 +77,50 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
         else:
             m.replace_block(hunk)
     return m
+
+
+def _signature_edges(plan: EditPlan, orig: list[str]
+                     ) -> tuple[EditPlan, dict[int, tuple[bool, bool]]]:
+    """A lazy snippet that starts, with no marker before it, at a line that opens a block
+    (a signature) found once in the original but not as its first line starts there: an
+    agent wrote the function or class from its signature to its end, with markers only
+    inside it (and shows no line found once, before it). Its first segment then keeps
+    the lines before it (as if a marker came first), and its last segment, with no
+    marker after it, ends where its last line is found (the block's end) unless that
+    line is also the file's last. Returns the plan with those markers implied and, by
+    segment number, the edges (before, after) they were implied for (a snippet without
+    any marker is read by _Merger.lazy_segment).
+
+    >>> orig = ["import os", "", "def f():", "    a = 1", "    b = 2", "    return a", "",
+    ...         "x = f()"]
+    >>> plan, anchored = _signature_edges(parse_edit(
+    ...     "def f():\\n    # ... existing code ...\\n    b = 3\\n    return a\\n"), orig)
+    >>> [(h.marker_before, h.marker_after) for h in plan.hunks], anchored
+    ([(True, True), (True, True)], {1: (True, False), 2: (False, True)})
+    """
+    hunks = list(plan.hunks)
+    if not hunks or any(h.kind != "lazy" for h in hunks) or hunks[0].marker_before or \
+            (len(hunks) == 1 and not hunks[0].marker_after):
+        return plan, {}
+    head = [s for s in hunks[0].new if s.strip()]
+    first = key_exact(head[0])
+    file_lines = [key_exact(o) for o in orig if o.strip()]
+    if not file_lines or first == file_lines[0] or file_lines.count(first) != 1 or \
+            not opens_block(head):
+        return plan, {}
+    shown = {key_loose(s) for h in hunks for s in h.new if s.strip()}
+    loose = Counter(key_loose(s) for s in file_lines)
+    before = file_lines[:file_lines.index(first)]
+    if any(loose[key_loose(s)] == 1 and key_loose(s) in shown for s in before):
+        return plan, {}  # it shows a line from before its start: moved, or not its start
+    anchored = {hunks[0].number: (True, False)}
+    hunks[0] = replace(hunks[0], marker_before=True)
+    tail = hunks[-1]
+    last = next(key_exact(s) for s in reversed(tail.new) if s.strip())
+    if not tail.marker_after and last != file_lines[-1]:
+        hunks[-1] = replace(tail, marker_after=True)
+        anchored[tail.number] = (anchored.get(tail.number, (False, False))[0], True)
+    return EditPlan(tuple(hunks)), anchored
 
 
 def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
@@ -185,6 +234,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     lazy = any(hunk.kind == "lazy" for hunk in plan.hunks)
     # After a final newline a snippet may show the empty "line" that follows it as
     # context (``text.split("\n")`` has it): let lazy segments match it too.
+    plan, anchored = _signature_edges(plan, orig)
     phantom = lazy and body.endswith("\n")
     if phantom:
         orig = [*orig, ""]
@@ -195,7 +245,8 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
             if context is not None and best.drops:
                 continue  # only the free reading may still win
             break  # no later reading can win
-        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset(), budget)
+        m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset(), budget,
+                     anchored)
         if best is None:
             best = m
         elif context is not None:

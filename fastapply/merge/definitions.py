@@ -112,3 +112,27 @@ def removed_definitions(region: Sequence[str], kept: set[int], seg: Sequence[str
         if m and m.group(1) not in words and m.group(1) not in _NOT_NAMES:
             lost.append(m.group(1))
     return lost
+
+
+#: How a line that opens a block ends (``{``, ``:``, ``(``, ``do``, ``=>``, ``->``).
+_OPENS = re.compile(r"(?:[{:(\[]|\bdo|=>|->)\s*$")
+
+
+def opens_block(lines: list[str]) -> bool:
+    """Does the first of these (non-blank) lines open a block: a definition (not an
+    import), a line ending like an opener, or one the next line is indented under?
+
+    >>> opens_block(["    def greet(self):"]), opens_block(["    x = 1", "    y = 2"])
+    (True, False)
+    """
+    first = lines[0]
+    if _DEF.match(first) and not first.lstrip().startswith(("import", "from")):
+        return True
+    if (len(first) <= _HEADER_CHARS and (_DEF_OTHER.match(first) or _METHOD.match(first))) \
+            or _OPENS.search(first):
+        return True
+    return len(lines) > 1 and _depth(lines[1]) > _depth(first)
+
+
+def _depth(line: str) -> int:
+    return len(line) - len(line.lstrip())

@@ -100,14 +100,16 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
           marker_after: bool, loose: bool,
           table: dict[str, list[int]] | None = None,
           context: int | None = None, index: WordIndex | None = None,
-          budget: WorkBudget | None = None) -> Placement | None:
+          budget: WorkBudget | None = None, free: tuple[bool, bool] = (False, False)
+          ) -> Placement | None:
     """Best placement of ``seg`` in ``orig[lo:]``, or None if no line of it matches.
 
     Without a marker before it the segment starts at the top of the file (original lines
     before its first match are dropped, at DEL_COST each); without one after it, it runs
     to the end. The caller decides what to keep when that would drop much. ``table``
     and ``index`` are the original's ``positions`` and ``WordIndex`` (made if absent);
-    the work done is spent from ``budget``.
+    the work done is spent from ``budget``; ``free`` lifts the context rule at an edge
+    anchored where its line is found (see ``align``).
     """
     key = key_loose if loose else key_exact
     if table is None:
@@ -142,7 +144,7 @@ def place(seg: Sequence[str], orig: Sequence[str], lo: int, marker_before: bool,
         raw = (list(seg), list(orig[w0:w1])) if not loose else (skeys, okeys)
         return align(skeys, okeys, w0, lo, n, weights, marker_before, marker_after, *raw,
                      context=context, dropped=_dropped_defs(orig[w0:w1], seg), budget=budget,
-                     near=_nearness(okeys, unique))
+                     near=_nearness(okeys, unique), free=free)
 
     # readings that anchor no line are no placement
     results = sorted((r for r in (window(first, last, lo) for first, last in cands)

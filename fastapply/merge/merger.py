@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from fastapply.merge.costs import Placement, WorkBudget
-from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.guess import guesses
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
@@ -27,6 +27,10 @@ from fastapply.merge.text import (
     kept_lines,
 )
 
+#: A snippet without markers as long as half the file, that ends as the file does, is the
+#: whole file if its first line is the file's or one of the next EDGE_LINES non-blank
+#: lines (the lines before it were removed; likewise at the end).
+EDGE_LINES = 3
 #: SEARCH blocks (and diff hunks) found by scanning the file; after them an index of its
 #: lines is built (it costs about two scans and makes every later search cheap).
 SCANS = 4
@@ -72,6 +76,10 @@ class _Merger:
         self.snippet_lines: frozenset[str] = shared.snippet_lines if shared else frozenset()
         # the snippet mixes lazy segments with SEARCH/REPLACE or diff hunks (set likewise)
         self.mixed: bool = shared.mixed if shared else False
+        # lazy segments (numbers) whose edge without a marker (before, after) is anchored
+        # where its line is found, not at the file's edge (a snippet from a signature to
+        # the end of its block, see merge._signature_edges): no rule on that edge's context
+        self.anchored: dict[int, tuple[bool, bool]] = shared.anchored if shared else {}
         self._searches = 0  # SEARCH blocks and diff hunks looked for
         # the work all readings of one merge may still do
         self.budget: WorkBudget = shared.budget if shared else WorkBudget()
@@ -276,10 +284,13 @@ class _Merger:
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
-        if hunk.marker_before and hunk.marker_after and seg == self.orig[start:end]:
+        if hunk.marker_before and hunk.marker_after and seg == self.orig[start:end] and \
+                hunk.number not in self.anchored and not (self.anchored and opens_block(
+                    [s for s in seg if s.strip()])):
             # Every segment of a lazy snippet shows a change; one between markers found
             # as it stands was placed where the change it shows (most often a deletion
-            # shown by two neighbours, read as kept: see DROP_DEF) does not happen.
+            # shown by two neighbours, read as kept: see DROP_DEF) does not happen. (In a
+            # snippet from a signature, the start of another block may show none.)
             self.idle.append(Uncertainty(start + 1, (
                 f"{hunk.label}: each of its lines was found as it stands at lines "
                 f"{start + 1}-{end}, so the change it shows (a deletion?) was not read; "
@@ -290,8 +301,19 @@ class _Merger:
         table = self._positions(key)
         unique = sum(1 for i, _ in p.pairs if len(table.get(key(seg[i]), ())) == 1)
         self.anchors += unique
-        self.removals.extend(removals(self.orig, start, end, p.pairs, seg, self.snippet_lines,
-                                      self._positions(key_loose), hunk.label))
+        head, tail = self.anchored.get(hunk.number, (False, False))
+        if (head and not seg[0].strip()) or (tail and not seg[-1].strip()):
+            # A block's start or end is not a blank line: the snippet runs on past the
+            # block (to show a deletion after it?), where no line anchors it.
+            self.unsure(start + 1, f"{hunk.label}: it has no marker "
+                                   f"{'before' if head else 'after'} it and its "
+                                   f"{'first' if head else 'last'} line is blank, so where "
+                                   f"it ends is a guess; placed at lines {start + 1}-{end}; "
+                                   f"end it at the block's last line or add a marker")
+        if hunk.marker_before or hunk.marker_after:  # (the whole file shows what it removes)
+            self.removals.extend(removals(self.orig, start, end, p.pairs, seg,
+                                          self.snippet_lines, self._positions(key_loose),
+                                          hunk.label))
         lost = [] if unique or p.rival >= 0 else \
             removed_definitions(self.orig[start:end], {j - start for _, j in p.pairs}, seg)
         if lost:
@@ -343,6 +365,7 @@ class _Merger:
     def _place_with(self, seg: list[str], hunk: Hunk, context: int | None
                     ) -> tuple[Placement | None, bool]:
         """Exact placement, or loose (indentation-blind) when that anchors more lines."""
+        free = self.anchored.get(hunk.number, (False, False))
         done = self._placed.get((hunk, self.pos, context))
         if done is not None:
             return done
@@ -350,7 +373,8 @@ class _Merger:
         best_loose, best_count = False, 0
         for key, loose in ((key_exact, False), (key_loose, True)):
             p = place(seg, self.orig, self.pos, hunk.marker_before, hunk.marker_after,
-                      loose, self._positions(key), context, self._index(key), self.budget)
+                      loose, self._positions(key), context, self._index(key), self.budget,
+                      free)
             count = nonblank_matches(p, seg) if p else 0
             if p is not None and (best is None or count > best_count):
                 best, best_loose, best_count = p, loose, count
@@ -362,15 +386,27 @@ class _Merger:
     def _whole_file(self, seg: list[str]) -> bool:
         """Does a snippet without markers look like the whole new file?
 
-        Yes when its first and last non-blank lines are the file's (loosely), or when it
-        is at least as long as the file; otherwise it is a fragment anchored where its
-        lines match.
+        Yes when its first and last non-blank lines are the file's (loosely), when it is
+        at least as long as the file, or when it is at least half as long, one of its
+        ends is the file's (indentation included) and its other end is a line the file
+        lacks or has only within EDGE_LINES non-blank lines of that end (a whole file
+        edited in its first or last lines, not a block that ends the file); otherwise it
+        is a fragment anchored where its lines match.
         """
         ends = [s.strip() for s in seg if s.strip()]
         file_ends = [s.strip() for s in self.orig if s.strip()]
         if len(seg) >= self.eof or not ends or not file_ends:
             return True
-        return ends[0] == file_ends[0] and ends[-1] == file_ends[-1]
+        first, last = ends[0] == file_ends[0], ends[-1] == file_ends[-1]
+        if first and last:
+            return True
+        exact = [s.rstrip() for s in seg if s.strip()]
+        file_exact = [s.rstrip() for s in self.orig if s.strip()]
+        first, last = exact[0] == file_exact[0], exact[-1] == file_exact[-1]
+        if 2 * len(seg) < self.eof or not (first or last):
+            return False
+        other, lines = (ends[-1], file_ends[::-1]) if first else (ends[0], file_ends)
+        return other not in lines or lines.index(other) <= EDGE_LINES
 
     def _unplaced(self, seg: list[str], hunk: Hunk) -> None:
         """No line of the segment is in the original: whole new file, or inserted."""

@@ -28,6 +28,10 @@ GOOD = {"initial_code": ORIGINAL, "edit_snippet": SNIPPET}
 SEND_OBJECT = "send a JSON object whose keys are the model's inputs"
 INT64 = "a whole number from -9223372036854775808 to 9223372036854775807"
 
+#: A form upload (``curl -F initial_code=... -F edit_snippet=...``).
+MULTIPART = (b'--x7\r\nContent-Disposition: form-data; name="initial_code"\r\n\r\nx = 1\r\n'
+             b'--x7\r\nContent-Disposition: form-data; name="edit_snippet"\r\n\r\nx = 2\r\n'
+             b"--x7--\r\n")
 #: (body, what the 400's message must say): each was a 500 from Triton 2.51 itself.
 CLIENT_ERRORS: dict[str, tuple[bytes | dict[str, Any], str]] = {
     "empty body": (b"", f"the request body is empty; {SEND_OBJECT}"),
@@ -78,7 +82,21 @@ CLIENT_ERRORS: dict[str, tuple[bytes | dict[str, Any], str]] = {
                          "holds a lone UTF-16 surrogate (\\ud800) in a string"),
     "a lone surrogate in a key": (b'{"initial_code": "a", "edit_snippet": "b", '
                                   b'"parameters": {"\\uDBFF": 1}}', "lone UTF-16 surrogate"),
+    "a multipart form": (MULTIPART, "the request body is multipart/form-data"),
 }
+
+
+def test_a_multipart_form_body_is_named_and_told_what_to_send() -> None:
+    # It starts with "--": it was answered "the request body is a JSON number".
+    from fastapply.server.http.checks import BadRequest, parse_body
+
+    with pytest.raises(BadRequest) as refused:
+        parse_body(MULTIPART)
+    message = str(refused.value)
+    assert message.startswith("the request body is multipart/form-data")
+    assert "Content-Type: application/json" in message and "JSON number" not in message
+    with pytest.raises(BadRequest, match="is a JSON number"):
+        parse_body(b"-12")
 
 
 def post(server: Any, path: str, body: bytes | dict[str, Any]) -> tuple[int, str]:
@@ -178,7 +196,7 @@ def test_other_paths_pass_through(det_server: Any) -> None:
 
 @pytest.mark.server
 def test_the_server_keeps_serving_after_a_burst_of_bad_requests(det_server: Any) -> None:
-    bodies = [body for body, _ in CLIENT_ERRORS.values()]  # 25 kinds of mistake
+    bodies = [body for body, _ in CLIENT_ERRORS.values()]  # 26 kinds of mistake
     statuses: list[int] = []
 
     def hammer() -> None:

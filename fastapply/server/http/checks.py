@@ -51,6 +51,10 @@ def parse_body(body: bytes) -> dict[str, Any]:
     Traceback (most recent call last):
     ...
     fastapply.server.http.checks.BadRequest: the request body is a JSON array; send a JSON ...
+    >>> parse_body(b'--x7\\r\\nContent-Disposition: form-data; name="a"\\r\\n\\r\\n1\\r\\n')
+    Traceback (most recent call last):
+    ...
+    fastapply.server.http.checks.BadRequest: the request body is multipart/form-data ...
 
     Work is linear in the body's size: a body that does not start with ``{`` is refused
     before it is parsed, and a parse stops at the first error. Bytes that are not UTF-8
@@ -62,6 +66,12 @@ def parse_body(body: bytes) -> dict[str, Any]:
             '{"initial_code": "...", "edit_snippet": "..."}')
     if not start:
         raise BadRequest(f"the request body is empty; {send}")
+    if _MULTIPART.match(text.lstrip(" \t\r\n")):
+        raise BadRequest("the request body is multipart/form-data (a form upload, such as "
+                         "curl -F sends), which the generate endpoint does not read; send the "
+                         "inputs as one JSON object with Content-Type: application/json "
+                         "(curl --json '...' or -d '...'), e.g. "
+                         '{"initial_code": "...", "edit_snippet": "..."}')
     if start != "{":
         kind = {"[": "a JSON array", '"': "a JSON string", "n": "null", "t": "true",
                 "f": "false"}.get(start, "a JSON number" if start in "-0123456789" else "")
@@ -89,6 +99,9 @@ def parse_body(body: bytes) -> dict[str, Any]:
     return request
 
 
+#: The first line of a multipart body: ``--`` and its boundary (RFC 2046: at most 70
+#: characters), which no JSON value starts with.
+_MULTIPART = re.compile(r"--[^\r\n]{1,70}\r?\n")
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
