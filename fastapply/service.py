@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,12 @@ from fastapply.metrics import Stats
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
 
+
+#: Without max_tokens, an answer may be this many tokens longer than its prompt: the
+#: merged file restates at most the original and the snippet, which the prompt holds, so a
+#: model that goes on is repeating itself (a runaway answer would otherwise run to the
+#: context limit, minutes on a CPU).
+UNASKED_MARGIN_TOKENS = 64
 
 #: How often a running generation asks whether its request was cancelled, in seconds.
 #: In Triton the question is a round trip to the server process (measured 23-116 us per
@@ -164,7 +170,7 @@ def as_max_tokens(value: object, limit: int | None) -> int | None:
     Traceback (most recent call last):
     ...
     fastapply.service.InvalidRequest: max_tokens is 5000; send a number from 1 to 4096 (the \
-context limit in tokens), or leave it out to let the merge use the room the context leaves
+context limit in tokens), or leave it out (the answer may then be as long as the prompt)
     """
     if value is None:
         return None
@@ -175,7 +181,7 @@ context limit in tokens), or leave it out to let the merge use the room the cont
         allowed = (f"from 1 to {limit} (the context limit in tokens)" if limit is not None
                    else "of at least 1")
         raise InvalidRequest(f"max_tokens is {value}; send a number {allowed}, or leave it "
-                             f"out to let the merge use the room the context leaves")
+                             f"out (the answer may then be as long as the prompt)")
     return value
 
 
@@ -187,6 +193,11 @@ def incomplete_message(stats: Stats, max_tokens: int | None, context_limit: int)
     'the merged file is incomplete: the model reached max_tokens=5 before it finished ...'
     """
     room = context_limit - stats.prompt_tokens
+    if stats.finish_reason == "length" and max_tokens is None and stats.completion_tokens < room:
+        return (f"the merged file is incomplete: the model wrote {stats.completion_tokens} "
+                f"tokens, more than the whole prompt ({stats.prompt_tokens} tokens) holds, "
+                f"without finishing the file (it was repeating itself), so nothing is "
+                f"returned; send max_tokens to allow a longer answer")
     if stats.finish_reason == "length" and max_tokens is not None and max_tokens < room:
         return (f"the merged file is incomplete: the model reached max_tokens={max_tokens} "
                 f"before it finished the file, so nothing is returned; send a larger "
@@ -333,6 +344,9 @@ class FastApplyService:
                 tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
                 max_new_tokens=max_tokens or runtime.context_limit,
                 max_draft_len=self.config.max_draft_len, context_limit=runtime.context_limit)
+            if max_tokens is None:  # the answer restates at most what the prompt holds
+                request = replace(request, max_new_tokens=min(
+                    request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
             gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None

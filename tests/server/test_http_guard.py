@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import TINY_COMPLETE, TINY_SERVING
-from test_serving_contract import ENDLESS, MERGED, ORIGINAL, SNIPPET, http, metric, wait_for
+from test_serving_contract import ENDLESS, MERGED, SLOW_MAX_TOKENS, ORIGINAL, SNIPPET, http, metric, wait_for
 
 MODEL = "/v2/models/fast_apply"
 GENERATE_PATHS = [f"{MODEL}/generate", f"{MODEL}/generate_stream",
@@ -304,7 +304,7 @@ def endless_stream(port: int) -> Iterator[tuple[socket.socket, bytes]]:
     """A raw ``generate_stream`` request the tiny model never finishes, once its first
     event came: (the socket, what was received); the socket closes on exit."""
     body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1],
-                       "stream": True}).encode()
+                       "stream": True, "max_tokens": SLOW_MAX_TOKENS}).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
         sock.sendall(b"POST %s/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
                      b"\r\n%s" % (MODEL.encode(), len(body), body))
@@ -349,7 +349,8 @@ def test_a_killed_generate_client_cancels_its_request(tiny_server: Any) -> None:
     # the model generated the whole answer (~8 s here) for nobody and counted a success.
     before = metric(tiny_server, "fastapply_requests_total", CANCELLED)
     seen = metric(tiny_server, "nv_inference_count", 'model="fast_apply"')
-    body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1]}).encode()
+    body = json.dumps({"initial_code": ENDLESS[0], "edit_snippet": ENDLESS[1],
+                       "max_tokens": SLOW_MAX_TOKENS}).encode()
     with socket.create_connection(("127.0.0.1", tiny_server.http_port), timeout=60) as sock:
         sock.sendall(b"POST %s/generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
                      % (MODEL.encode(), len(body), body))

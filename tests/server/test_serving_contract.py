@@ -28,6 +28,9 @@ SNIPPET = "<<<<<<< SEARCH\n    return 1\n=======\n    return 10\n>>>>>>> REPLACE
 MERGED = "def a():\n    return 10\n\n\ndef b():\n    return 2\n"
 #: Noise the tiny model never ends: it writes until the context is full (~800 tokens).
 ENDLESS = ("a = 1\n", "a = 2\n")
+#: max_tokens of a slow request: the whole context, as without max_tokens an answer may
+#: only be a little longer than its prompt (fastapply.service.UNASKED_MARGIN_TOKENS).
+SLOW_MAX_TOKENS = TINY_CONTEXT_LIMIT_TOKENS
 
 
 def client(server: Any) -> Any:
@@ -143,7 +146,7 @@ SLOW_CLIENT = f"""
 import sys
 from fastapply.client import FastApplyClient
 with FastApplyClient(sys.argv[1], timeout_s=600) as client:
-    client.apply({ENDLESS[0]!r}, {ENDLESS[1]!r})
+    client.apply({ENDLESS[0]!r}, {ENDLESS[1]!r}, max_tokens={SLOW_MAX_TOKENS})
 """
 
 
