@@ -451,3 +451,15 @@ def test_calibration_file_not_jsonl(tmp_path: Path, tiny: Path,
     calib.write_text("original,updated\nx,y\n")
     err = refused(tmp_path / "out", "--model", str(tiny), "--calibration", str(calib))
     assert f"{calib}:1: not JSON" in err and "one JSON object per line" in err
+
+
+def test_the_default_model_profile_reads_the_base_and_the_shipped_adapter() -> None:
+    from fastapply.engine_build.profile import load_profile
+    from fastapply.engine_build.stages import resolve_adapter_dir
+    from fastapply.model.default import ADAPTER_DIR
+
+    profile = load_profile("smollm2-135m")
+    assert profile.model_dir == "smollm2-base" and profile.runtime == "trtllm-engine"
+    assert profile.max_seq_len == 8192  # the model's context
+    assert resolve_adapter_dir(profile.adapter_dir) == str(ADAPTER_DIR)
+    assert resolve_adapter_dir("/x/adapter") == "/x/adapter"
