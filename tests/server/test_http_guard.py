@@ -19,7 +19,16 @@ from typing import Any
 
 import pytest
 from conftest import TINY_COMPLETE, TINY_SERVING
-from test_serving_contract import ENDLESS, MERGED, SLOW_MAX_TOKENS, ORIGINAL, SNIPPET, http, metric, wait_for
+from test_serving_contract import (
+    ENDLESS,
+    MERGED,
+    ORIGINAL,
+    SLOW_MAX_TOKENS,
+    SNIPPET,
+    http,
+    metric,
+    wait_for,
+)
 
 MODEL = "/v2/models/fast_apply"
 GENERATE_PATHS = [f"{MODEL}/generate", f"{MODEL}/generate_stream",
