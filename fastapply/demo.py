@@ -29,10 +29,15 @@ from typing import Any
 from fastapply.metrics import DEFINITIONS, Stats
 
 
+#: The shipped example the demo sends by default.
+DEFAULT_EXAMPLE = "pallets/flask@8cd0b03bee"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--example", default="",
+    p.add_argument("--example", default=DEFAULT_EXAMPLE,
                    help="id (or part of it) of the shipped example to send "
-                        "(default: the first Python one)")
+                        f"(default: {DEFAULT_EXAMPLE}, one the default model and the "
+                        f"deterministic merge both merge exactly: served as \"agree\")")
     p.add_argument("--format", dest="snippet_format", default="lazy_snippet",
                    choices=["lazy_snippet", "search_replace", "udiff"],
                    help="which form of the edit to send (default lazy_snippet)")

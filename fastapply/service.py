@@ -370,22 +370,27 @@ class FastApplyService:
         from fastapply.decoding.witness import decide, deterministic_reading
         from fastapply.merge import EditError, detect_format
 
-        if self.config.policy == "model" or not result.stats.complete:
+        if self.config.policy == "model" or (streamed and not result.stats.complete):
             result.stats.witness = "model"
-            return result
+            return result  # an incomplete one is refused by apply()
         try:
             exact = detect_format(snippet) in ("search_replace", "udiff")
         except EditError:
             exact = False
         det = deterministic_reading(original, snippet)
-        decision = decide(self.config.policy, result.merged_code,
+        model_text = result.merged_code if result.stats.complete else None
+        decision = decide(self.config.policy, model_text,
                           result.stats.min_token_prob, det, exact, self.config.threshold)
         if decision.serve and streamed and decision.text != result.merged_code:
             decision = decide("agree", result.merged_code, result.stats.min_token_prob,
                               det, exact)
         if not decision.serve:
+            if not result.stats.complete:
+                return result  # refused by apply() as incomplete, naming the budget
             raise Refused(decision.message)
         result.stats.witness = decision.witness
+        if not result.stats.complete:  # the model ran out; the certain merge is served
+            result.stats.finish_reason = "merged"
         return ApplyResult(decision.text, result.stats)
 
 

@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threshold", type=float, default=0.5,
                    help="lowest token probability the confidence policies accept")
-    p.add_argument("--save", type=Path, help="write every reading here (JSONL)")
+    p.add_argument("--save", type=Path, help="write every reading here as it is made (JSONL)")
     p.add_argument("--load", type=Path, help="decide from readings saved by --save")
 
 
@@ -127,8 +127,11 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             det = deterministic_reading(original, snippet)
             t0 = time.perf_counter()
+            # an answer longer than the true file by more than 64 tokens cannot be exact:
+            # it is cut there (counted as refused) instead of running on
+            budget = len(service.tokenizer.encode(updated)) + 64
             try:
-                res = service.apply(original, snippet)
+                res = service.apply(original, snippet, max_tokens=budget)
                 model_text, prob, stats = res.merged_code, res.stats.min_token_prob, \
                     res.stats.to_dict()
             except InvalidRequest as exc:
@@ -139,6 +142,9 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
                    "det_certain": det.certain, "det_error": det.error, "stats": stats,
                    "model_s": round(time.perf_counter() - t0, 3)}
             out.append(row)
+            if args.save:  # as it goes: a long run can be stopped and still decided
+                with args.save.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
             print(f"{len(out):4d} {rec['id'][:40]:40s} {style:15s} "
                   f"model {'exact' if model_text == updated else 'WRONG'} "
                   f"det {'exact' if det.text == updated else 'wrong'}"
@@ -194,11 +200,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         if args.data is None:
             raise SystemExit("quality: pass --data FILE (or --load FILE)")
-        rows = readings(args)
         if args.save:
-            with args.save.open("w") as f:
-                for row in rows:
-                    f.write(json.dumps(row) + "\n")
+            args.save.write_text("")
+        rows = readings(args)
     result = summarise(rows, args.threshold)
     groups = ["lazy", "agent", "search_replace", "udiff", "all"]
     print_table(["policy"] + [f"{g} exact/wrong" for g in groups],

@@ -34,6 +34,11 @@ POLICIES: dict[str, str] = {
                           "confident",
     "model_unless_certain_disagree": "the model's output unless the deterministic merge "
                                      "is certain and reads it otherwise",
+    "certain_or_agree": "the deterministic merge when it is certain; where it is unsure, "
+                        "its reading only when the model wrote the same file",
+    "certain_unless_confident_disagree": "as certain_or_agree, but a certain deterministic "
+                                         "merge the model confidently reads otherwise is "
+                                         "refused",
 }
 #: The shipped policy and its threshold (chosen on the validation split).
 DEFAULT_POLICY = "agree_or_exact"
@@ -81,10 +86,14 @@ def parting(model_text: str, det_text: str, context: int = 2, most: int = 6) -> 
       b
     the deterministic merge wrote
       B
+    >>> parting("a\n", "a")
+    'the last line: one reading ends it with a newline, the other does not'
     """
     a, b = model_text.splitlines(), det_text.splitlines()
     sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    op = next(o for o in sm.get_opcodes() if o[0] != "equal")
+    op = next((o for o in sm.get_opcodes() if o[0] != "equal"), None)
+    if op is None:  # the same lines: they part only in the file's last line ending
+        return "the last line: one reading ends it with a newline, the other does not"
     _tag, i1, i2, j1, j2 = op
     where = f"line {i1 + 1}" if i2 - i1 <= 1 else f"lines {i1 + 1}-{i2}"
 
@@ -111,14 +120,19 @@ def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
     if policy == "deterministic":
         return (Decision(True, det.text, "deterministic") if det.text is not None and det.certain
                 else _refuse(model_text, det, "the deterministic merge is unsure"))
+    certain = det.text is not None and det.certain
+    if certain and policy == "agree_or_exact" and exact_format:
+        return Decision(True, det.text or "", "deterministic-exact")
+    if certain and (policy == "certain_or_agree" or (
+            policy == "certain_unless_confident_disagree"
+            and (model_text is None or model_text == det.text or not confident))):
+        return Decision(True, det.text or "", "deterministic-certain")
     if model_text is None:
         return Decision(False, message="the model did not finish the file")
     if policy == "model":
         return Decision(True, model_text, "model")
     if agree:
         return Decision(True, model_text, "agree")
-    if policy == "agree_or_exact" and exact_format and det.text is not None and det.certain:
-        return Decision(True, det.text, "deterministic-exact")
     if policy == "confident" and confident:
         return Decision(True, model_text, "confident")
     if policy == "agree_or_confident" and confident and not (det.text is not None
@@ -136,7 +150,7 @@ def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
 def _refuse(model_text: str | None, det: Reading, why: str) -> Decision:
     if det.text is None:
         where = f"the deterministic merge refused it ({det.error})"
-    elif model_text is None:
+    elif model_text is None or model_text == det.text:
         where = det.error or "the model gave no reading"
     else:
         where = parting(model_text, det.text)

@@ -46,7 +46,12 @@ def test_confidence_policies_follow_the_threshold() -> None:
 
 def test_an_unfinished_model_answer_is_never_served() -> None:
     det = Reading(TRUE, certain=True)
-    for policy in set(POLICIES) - {"deterministic"}:
+    for policy in POLICIES:
+        d = decide(policy, None, 1.0, det, exact_format=False)
+        assert not d.serve or (d.text == TRUE and d.witness.startswith("deterministic"))
+    for policy in ("model", "agree", "agree_or_exact", "confident"):
         assert not decide(policy, None, 1.0, det, exact_format=False).serve
+    # a certain SEARCH/REPLACE merge does not need the model's reading
+    assert decide("agree_or_exact", None, 1.0, det, exact_format=True).text == TRUE
     with pytest.raises(ValueError, match="unknown policy"):
         decide("vibes", TRUE, 1.0, det, exact_format=False)
