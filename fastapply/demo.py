@@ -28,7 +28,6 @@ from typing import Any
 
 from fastapply.metrics import DEFINITIONS, Stats
 
-
 #: The shipped example the demo sends by default.
 DEFAULT_EXAMPLE = "pallets/flask@8cd0b03bee"
 
