@@ -22,8 +22,12 @@ DEFINITIONS: dict[str, str] = {
     "tokens_per_s": "completion_tokens / total time, tokens per second",
     "chars_per_s": "characters of the merged file / total time, characters per second",
     "finish_reason": "stop (the model ended), length (token budget reached) or merged "
-                     "(deterministic runtime: no model); only stop and merged are a "
+                     "(the deterministic merge was served); only stop and merged are a "
                      "complete file, anything else is refused",
+    "min_token_prob": "lowest probability the model gave a token it wrote (1.0: not "
+                      "reported), where it hesitated",
+    "witness": "which reading was served: agree (model and deterministic merge wrote the "
+               "same file), model, deterministic-exact, deterministic-certain, ...",
 }
 
 #: Finish reasons of a complete file: the model ended it, or no model ran. Any other
