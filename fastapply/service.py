@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapply.decoding.runtimes import RUNTIMES, Runtime
-from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES
+from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES, Reading
 from fastapply.metrics import Stats
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
@@ -327,7 +327,6 @@ class FastApplyService:
         tok, runtime = self.tokenizer, self.runtime
         assert runtime is not None
         self._refuse_stop_texts(original=original, snippet=snippet, instruction=instruction)
-        self._refuse_close_tag(original=original, snippet=snippet)
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
 
@@ -339,11 +338,18 @@ class FastApplyService:
                 if delta:
                     on_delta(delta)
 
+        from fastapply.decoding.witness import deterministic_reading
+
         try:
+            # a prompt far over the context is refused before the merge is run
+            prompts.refuse_far_over(tok, (original, snippet, instruction or ""),
+                                    runtime.context_limit)
+            reading = deterministic_reading(original, snippet)  # drafts and witness share it
             request = prompts.build_request(
                 tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
                 max_new_tokens=max_tokens or runtime.context_limit,
-                max_draft_len=self.config.max_draft_len, context_limit=runtime.context_limit)
+                max_draft_len=self.config.max_draft_len, context_limit=runtime.context_limit,
+                reading=reading)
             if max_tokens is None:  # the answer restates at most what the prompt holds
                 request = replace(request, max_new_tokens=min(
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
@@ -360,24 +366,18 @@ class FastApplyService:
             raise IncompleteOutput(
                 f"the merged file is incomplete: the model ended its answer without "
                 f"{close}, so it may have stopped early; nothing is returned", result)
-        return self._witness(original, snippet, result, streamed=on_delta is not None)
+        return self._witness(reading, result, streamed=on_delta is not None)
 
-    def _witness(self, original: str, snippet: str, result: ApplyResult,
-                 streamed: bool) -> ApplyResult:
+    def _witness(self, det: Reading, result: ApplyResult, streamed: bool) -> ApplyResult:
         """Serve what the policy decides between the model's output and the
         deterministic merge; refuse (naming where they part) otherwise. A streamed
         answer is never replaced: its deltas were the model's text."""
-        from fastapply.decoding.witness import decide, deterministic_reading
-        from fastapply.merge import EditError, detect_format
+        from fastapply.decoding.witness import decide
 
         if self.config.policy == "model" or (streamed and not result.stats.complete):
             result.stats.witness = "model"
             return result  # an incomplete one is refused by apply()
-        try:
-            exact = detect_format(snippet) in ("search_replace", "udiff")
-        except EditError:
-            exact = False
-        det = deterministic_reading(original, snippet)
+        exact = det.exact_format
         model_text = result.merged_code if result.stats.complete else None
         decision = decide(self.config.policy, model_text,
                           result.stats.min_token_prob, det, exact, self.config.threshold)
@@ -394,37 +394,27 @@ class FastApplyService:
         return ApplyResult(decision.text, result.stats)
 
 
-    def _refuse_close_tag(self, **texts: str) -> None:
-        """Refuse input holding the format's closing tag (``</updated-code>``): the
-        answer's file ends at the first one, so a file holding it would come back cut
-        there, and read as complete."""
-        close = self.format.close_tag
-        for name, text in texts.items():
-            if close and close in text:
-                line = text.count("\n", 0, text.index(close)) + 1
-                field = {"original": "initial_code", "snippet": "edit_snippet"}[name]
-                raise InvalidRequest(
-                    f"{field} holds {close!r} (line {line}), which ends the model's answer "
-                    f"in the {self.format.name} prompt format, so the file would come back "
-                    f"cut there; nothing was merged: serve a model with the morph format, "
-                    f"or merge this file with the deterministic runtime")
-
     def _refuse_stop_texts(self, **texts: str | None) -> None:
-        """Refuse input holding a stop token's text: the tokenizer reads "<|im_end|>" in
-        a file as the end-of-message token itself, so a model copying the file ends its
-        answer there, and the file up to that point came back as a complete merge."""
+        """Refuse input holding a text that ends the model's answer: a stop token's text
+        (the tokenizer reads "<|im_end|>" in a file as the end-of-message token itself, so
+        a model copying the file ends its answer there), or the format's closing tag (the
+        answer's file ends at the first ``</updated-code>``). Either way the file up to
+        that point would come back as a complete merge."""
+        ends = [(stop, "which this model's tokenizer reads as a token that ends its answer, so "
+                       "the model cannot write it back") for stop in self.stop_texts]
+        if self.format.close_tag:
+            ends.append((self.format.close_tag, f"which ends the model's answer in the "
+                                                f"{self.format.name} prompt format, so the "
+                                                f"file would come back cut there"))
         for name, text in texts.items():
-            for stop in self.stop_texts:
-                if text and stop in text:
-                    line = text.count("\n", 0, text.index(stop)) + 1
+            for end, why in ends:
+                if text and end in text:
+                    line = text.count("\n", 0, text.index(end)) + 1
                     field = {"original": "initial_code", "snippet": "edit_snippet"}.get(
                         name, name)
                     raise InvalidRequest(
-                        f"{field} holds {stop!r} (line {line}), which this model's "
-                        f"tokenizer reads as a token that ends its answer, so the model "
-                        f"cannot write it back; nothing was merged: merge this file on a "
-                        f"server with the deterministic runtime")
-
+                        f"{field} holds {end!r} (line {line}), {why}; nothing was merged: "
+                        f"merge this file on a server with the deterministic runtime")
 
 def make_runtime(config: ServiceConfig) -> Runtime:
     """Instantiate the configured model runtime."""

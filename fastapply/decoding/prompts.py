@@ -21,13 +21,13 @@ out to be a tag or a fence, so the deltas it emits concatenate exactly to ``extr
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastapply.decoding.speculate import GenerationRequest
+    from fastapply.decoding.witness import Reading
 
 KORTIX_SYSTEM = (
     "You are a coding assistant that helps merge code updates, ensuring every "
@@ -208,20 +208,18 @@ def build_prompt_ids(tokenizer: Any, fmt: PromptFormat, original: str, snippet: 
     return encode(tokenizer, render_prompt(tokenizer, fmt, original, snippet, instruction))
 
 
-def draft_texts(original: str, snippet: str) -> list[str]:
+def draft_texts(original: str, snippet: str, reading: Reading | None = None) -> list[str]:
     """The drafter's sources as text, best first: candidate merge, original, snippet.
+    ``reading`` is the deterministic merge when the caller already has it.
 
     >>> draft_texts("a = 1\\n", "<<<<<<< SEARCH\\na = 1\\n=======\\na = 2\\n>>>>>>> REPLACE\\n")[0]
     'a = 2\\n'
     """
-    from fastapply.merge import apply_snippet
-    from fastapply.merge.edits import EditError
+    from fastapply.decoding.witness import deterministic_reading
 
-    texts = []
-    with contextlib.suppress(EditError):  # an unparsable snippet still leaves two sources
-        texts.append(apply_snippet(original, snippet).text)
-    texts.extend([original, snippet])
-    return texts
+    reading = reading or deterministic_reading(original, snippet)
+    # an unparsable snippet still leaves two sources
+    return ([] if reading.text is None else [reading.text]) + [original, snippet]
 
 
 #: Characters per piece when a long input is counted piece by piece (see count_past).
@@ -261,10 +259,25 @@ def count_past(tokenizer: Any, texts: Iterable[str], limit: int) -> int | None:
     return None
 
 
+def refuse_far_over(tokenizer: Any, texts: Iterable[str], context_limit: int) -> None:
+    """ContextLimitError when ``texts`` clearly pass ``context_limit`` tokens, counted only
+    as far as the limit (:func:`count_past`); free for texts that cannot reach it."""
+    from fastapply.decoding.speculate import ContextLimitError
+
+    over = count_past(tokenizer, texts, context_limit)
+    if over is not None:
+        raise ContextLimitError(
+            f"the prompt is more than {over} tokens (counted until it passed the "
+            f"limit) but the context limit is {context_limit} tokens (and the merged "
+            f"file needs room too); send a smaller file or serve a model with a longer "
+            f"context")
+
+
 def build_request(tokenizer: Any, fmt: PromptFormat, original: str, snippet: str,
                   instruction: str | None = None, *, stop_ids: Collection[int],
                   max_new_tokens: int, max_draft_len: int,
-                  context_limit: int | None = None) -> GenerationRequest:
+                  context_limit: int | None = None,
+                  reading: Reading | None = None) -> GenerationRequest:
     """The one place a merge becomes a generation request: prompt ids, the drafter's
     sources (each as the model would emit it, tags included), stop ids and budget.
 
@@ -272,21 +285,15 @@ def build_request(tokenizer: Any, fmt: PromptFormat, original: str, snippet: str
     the sources are merged and tokenized (twice the prompt's work: a 3.9 MB file took
     16 s to refuse, 5 s of it for the prompt); one clearly over it is refused after
     counting only as much of it as the limit (:func:`count_past`)."""
-    from fastapply.decoding.speculate import ContextLimitError, GenerationRequest, check_context
+    from fastapply.decoding.speculate import GenerationRequest, check_context
 
     if context_limit is not None:
-        over = count_past(tokenizer, (original, snippet, instruction or ""), context_limit)
-        if over is not None:
-            raise ContextLimitError(
-                f"the prompt is more than {over} tokens (counted until it passed the "
-                f"limit) but the context limit is {context_limit} tokens (and the merged "
-                f"file needs room too); send a smaller file or serve a model with a longer "
-                f"context")
+        refuse_far_over(tokenizer, (original, snippet, instruction or ""), context_limit)
     prompt_ids = build_prompt_ids(tokenizer, fmt, original, snippet, instruction)
     if context_limit is not None:
         check_context(len(prompt_ids), context_limit)
     sources = [encode(tokenizer, fmt.expected_output(text))
-               for text in draft_texts(original, snippet)]
+               for text in draft_texts(original, snippet, reading)]
     return GenerationRequest(prompt_ids, sources, frozenset(stop_ids), max_new_tokens,
                              max_draft_len)
 

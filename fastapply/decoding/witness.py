@@ -47,12 +47,14 @@ DEFAULT_THRESHOLD = 0.5
 
 @dataclass(frozen=True)
 class Reading:
-    """The deterministic merge's reading: its text (None when it refused) and whether it
-    was certain (no unsure place)."""
+    """The deterministic merge's reading: its text (None when it refused), whether it
+    was certain (no unsure place), and whether the snippet is SEARCH/REPLACE or udiff
+    only (no lazy part: a certain merge of it is exact by construction)."""
 
     text: str | None
     certain: bool = False
     error: str = ""
+    exact_format: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,14 +69,15 @@ class Decision:
 
 def deterministic_reading(original: str, snippet: str) -> Reading:
     """The deterministic merge of ``snippet`` as a witness."""
-    from fastapply.merge import EditError, apply_snippet
+    from fastapply.merge import EditError, apply_snippet, detect_format
 
     try:
         result = apply_snippet(original, snippet)
     except EditError as exc:
         return Reading(None, False, str(exc))
     return Reading(result.text, not result.uncertain,
-                   "; ".join(u.message for u in result.uncertain))
+                   "; ".join(u.message for u in result.uncertain),
+                   detect_format(snippet) in ("search_replace", "udiff"))
 
 
 def parting(model_text: str, det_text: str, context: int = 2, most: int = 6) -> str:

@@ -13,7 +13,7 @@ SR = "<<<<<<< SEARCH\n    b = 2\n=======\n    b = 3\n>>>>>>> REPLACE\n"
 
 def test_agreeing_readings_are_served_by_every_policy() -> None:
     det = deterministic_reading(ORIGINAL, SR)
-    assert det == Reading(TRUE, certain=True, error="")
+    assert det == Reading(TRUE, certain=True, error="", exact_format=True)
     for policy in POLICIES:
         d = decide(policy, TRUE, 0.99, det, exact_format=True)
         assert d.serve and d.text == TRUE, policy
