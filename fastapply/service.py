@@ -28,6 +28,8 @@ from fastapply.metrics import Stats
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
+#: K of the TensorRT-LLM runtimes when none is configured (the profiles' engines allow 64).
+TRTLLM_DEFAULT_DRAFT_LEN = 64
 
 
 #: Without max_tokens, an answer may be this many tokens longer than its prompt: the
@@ -82,8 +84,11 @@ class ServiceConfig:
     tokenizer_dir: str | None = None
     #: kortix | morph (see fastapply.decoding.prompts).
     prompt_format: str = "kortix"
-    #: Largest draft per verification step (K); 0 disables speculation.
-    max_draft_len: int = 64
+    #: Largest draft per verification step (K); 0 disables speculation. None: the
+    #: runtime's own (torch: chosen from the pass cost it measures at load, see
+    #: :func:`fastapply.decoding.runtimes.torch.choose_draft_len`; TensorRT-LLM: 64, and
+    #: never more than the engine was built for).
+    max_draft_len: int | None = None
     #: Context limit in tokens (None: the model's own).
     context_limit: int | None = None
     #: cpu | cuda (None: cuda when present).
@@ -105,7 +110,7 @@ class ServiceConfig:
         if self.runtime != "deterministic" and not (self.model_dir or self.engine_dir):
             raise ValueError(f"runtime {self.runtime!r} needs a model directory "
                              f"(model_dir / --model)")
-        if self.max_draft_len < 0:
+        if self.max_draft_len is not None and self.max_draft_len < 0:
             raise ValueError("max_draft_len must be >= 0")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; use one of: "
@@ -252,6 +257,9 @@ class FastApplyService:
 
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
         self.runtime = make_runtime(cfg)
+        #: K of every request: configured, or the runtime's own choice (its pass cost).
+        self.max_draft_len: int = cfg.max_draft_len if cfg.max_draft_len is not None else \
+            getattr(self.runtime, "max_draft_len", TRTLLM_DEFAULT_DRAFT_LEN)
         self.stop_ids = prompts.stop_token_ids(self.tokenizer, self.runtime.eos_token_id)
         #: Texts the tokenizer reads as one of the stop tokens ("<|im_end|>", ...)
         self.stop_texts = sorted(str(t) for t in self.tokenizer.convert_ids_to_tokens(
@@ -348,7 +356,7 @@ class FastApplyService:
             request = prompts.build_request(
                 tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
                 max_new_tokens=max_tokens or runtime.context_limit,
-                max_draft_len=self.config.max_draft_len, context_limit=runtime.context_limit,
+                max_draft_len=self.max_draft_len, context_limit=runtime.context_limit,
                 reading=reading)
             if max_tokens is None:  # the answer restates at most what the prompt holds
                 request = replace(request, max_new_tokens=min(
@@ -423,16 +431,18 @@ def make_runtime(config: ServiceConfig) -> Runtime:
 
         assert config.model_dir is not None
         return TorchRuntime(config.model_dir, device=config.device, dtype=config.dtype,
-                            context_limit=config.context_limit)
+                            context_limit=config.context_limit,
+                            max_draft_len=config.max_draft_len)
+    trtllm_k = TRTLLM_DEFAULT_DRAFT_LEN if config.max_draft_len is None else config.max_draft_len
     if config.runtime == "trtllm-engine":
         from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime
 
         return TrtllmEngineRuntime(config.engine_dir or config.model_dir,
-                                   max_draft_len=config.max_draft_len,
+                                   max_draft_len=trtllm_k,
                                    context_limit=config.context_limit)
     if config.runtime == "trtllm-pytorch":
         from fastapply.decoding.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
 
-        return TrtllmPytorchRuntime(config.model_dir, max_draft_len=config.max_draft_len,
+        return TrtllmPytorchRuntime(config.model_dir, max_draft_len=trtllm_k,
                                     context_limit=config.context_limit)
     raise ValueError(f"runtime {config.runtime!r} has no model")

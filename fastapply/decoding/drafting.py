@@ -180,18 +180,61 @@ def next_k(k: int, draft_len: int, accepted: int, min_k: int, max_k: int) -> int
     return max(min_k, min(max_k, max(k // 2, accepted)))
 
 
+class OutputLookup:
+    """The output itself as the last source: where the model writes text that is in no
+    input (a new function, or a wrong turn), it often repeats what it wrote a few lines
+    up (a test's assertions, a list of cases). Prompt lookup finds those repeats because
+    it searches the output too; this does the same, for the most recent occurrence.
+
+    The n-gram index grows with the output (each new token adds ``MAX_NGRAM`` keys), so
+    a step costs O(K) however long the output is.
+
+    >>> o = OutputLookup()
+    >>> o.draft([1, 2, 3, 9, 1, 2], k=4)
+    (2, [3, 9, 1, 2])
+    """
+
+    def __init__(self) -> None:
+        #: ``index[n][gram]``: positions just after each occurrence (ascending).
+        self.index: Index = [{} for _ in range(MAX_NGRAM + 1)]
+        #: Output positions indexed: the n-grams ending at or before it.
+        self.indexed = 0
+
+    def _grow(self, output: Sequence[int], end: int) -> None:
+        for stop in range(self.indexed + 1, end + 1):
+            for n in range(1, min(MAX_NGRAM, stop) + 1):
+                self.index[n].setdefault(tuple(output[stop - n:stop]), []).append(stop)
+        self.indexed = max(self.indexed, end)
+
+    def draft(self, output: Sequence[int], k: int) -> tuple[int, list[int]]:
+        """(match length, up to k tokens after the latest earlier occurrence of the
+        output's longest indexed suffix); (0, []) when there is none."""
+        # Index all but the last position, so the suffix cannot match itself.
+        self._grow(output, len(output) - 1)
+        tail = list(output[-MAX_MATCH:])
+        for n in range(min(MAX_NGRAM, len(tail)), 0, -1):
+            positions = self.index[n].get(tuple(tail[-n:]))
+            if positions:
+                pos = positions[-1]
+                return match_length(tail, output, pos), list(output[pos:pos + k])
+        return 0, []
+
+
 class SpeculativeEditsDrafter:
     """Drafts from several sources with one cursor each; K adapts to acceptance.
 
     ``sources`` are token lists in priority order (candidate merge, original, snippet);
     empty ones are allowed. The draft comes from the source with the longest suffix match
-    at its cursor, ties going to the earlier source.
+    at its cursor, ties going to the earlier source. With ``self_lookup`` the output so
+    far is a last source (:class:`OutputLookup`), used when its match is strictly longer.
     """
 
     def __init__(self, sources: Sequence[Sequence[int]], max_k: int = 64, min_k: int = 1,
-                 start_k: int | None = None) -> None:
+                 start_k: int | None = None, self_lookup: bool = True) -> None:
         #: The sources with their cursors (indexes built lazily), in priority order.
         self.sources = [_Source(list(s)) for s in sources]
+        #: The output as a last source (None: off).
+        self.output_lookup = OutputLookup() if self_lookup else None
         #: Largest and smallest draft length (K); min_k <= max_k.
         self.max_k, self.min_k = max_k, min(min_k, max_k)
         #: Current draft length.
@@ -249,4 +292,8 @@ class SpeculativeEditsDrafter:
                 best = src
             if best.strength >= MAX_MATCH:
                 break
+        if self.output_lookup is not None and (best is None or best.strength < MAX_MATCH):
+            length, draft = self.output_lookup.draft(output, k)
+            if draft and (best is None or length > best.strength):
+                return draft
         return best.tokens[best.cursor:best.cursor + k] if best else []

@@ -79,7 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # None leaves ServiceConfig's default (fastapply.service), the one place it is written
     p.add_argument("--prompt-format", choices=sorted(FORMATS),
                    help=f"default: {ServiceConfig.prompt_format}")
-    p.add_argument("--max-draft-len", type=int, help=f"default: {ServiceConfig.max_draft_len}")
+    p.add_argument("--max-draft-len", type=int,
+                   help="largest draft per verification pass (K); 0: no speculation "
+                        "(default: the runtime's own; torch measures its pass cost at load "
+                        "and picks K from it)")
     p.add_argument("--context-limit", type=int)
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])

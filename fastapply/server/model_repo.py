@@ -99,6 +99,10 @@ def _integer(key: str, value: str) -> int:
         raise RenderError(f"parameter {key} must be an integer, got {value!r}") from None
 
 
+#: Optional integers whose 0 is a setting, not "unset" (max_draft_len 0: no speculation).
+ZERO_IS_A_VALUE = ("max_draft_len",)
+
+
 def config_from_parameters(params: dict[str, str]) -> tuple[ServiceConfig, int]:
     """ServiceConfig and worker-thread count from config.pbtxt's string parameters.
 
@@ -116,7 +120,7 @@ def config_from_parameters(params: dict[str, str]) -> tuple[ServiceConfig, int]:
             continue
         if str(f.type).startswith("int"):
             number = _integer(f.name, value)
-            if number == 0 and f.default is None:
+            if number == 0 and f.default is None and f.name not in ZERO_IS_A_VALUE:
                 continue
             kwargs[f.name] = number
         elif str(f.type) == "float":

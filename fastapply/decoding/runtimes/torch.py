@@ -35,6 +35,71 @@ def resolve_device_dtype(device: str | None, dtype: str | None) -> tuple[str, st
     return device, dtype
 
 
+#: The draft lengths (K) the torch runtime chooses among when none is configured.
+DRAFT_LENGTHS = (16, 32, 64, 128, 256)
+#: K is the shortest whose copy-run throughput is within this share of the best's.
+DRAFT_LEN_EFFICIENCY = 0.9
+
+
+def choose_draft_len(pass_ms: dict[int, float]) -> int:
+    """K from measured pass costs (``{pass length 1 + K: ms}``): the shortest draft whose
+    pass yields, when accepted whole, at least ``DRAFT_LEN_EFFICIENCY`` of the best
+    tokens per millisecond among the lengths measured.
+
+    A pass is never free: on a GPU it costs about the same for 1 and 257 tokens (the
+    weights are read once), so K goes to the largest length; on a 2-core CPU a pass of
+    65 tokens costs ~3.8 passes of 1 and one of 257 ~10 (compute grows with length), so
+    K stops where longer drafts stop paying. A rejected draft wastes its share of the pass,
+    which the drafter's own K (halved after a miss) limits.
+
+    >>> choose_draft_len({1: 43, 65: 162, 129: 258, 257: 450})   # 2-core CPU, float32
+    256
+    >>> choose_draft_len({1: 43, 65: 162, 129: 258, 257: 600})   # a CPU that saturates at 128
+    128
+    >>> choose_draft_len({1: 8.0, 65: 8.1, 129: 8.2, 257: 8.6})  # a GPU: flat
+    256
+    """
+    rates = {n - 1: n / ms for n, ms in pass_ms.items() if n > 1 and ms > 0}
+    if not rates:
+        return DRAFT_LENGTHS[-1]
+    best = max(rates.values())
+    return min(k for k, rate in rates.items() if rate >= DRAFT_LEN_EFFICIENCY * best)
+
+
+def measure_pass_cost(model: Any, device: str, lengths: tuple[int, ...],
+                      cache_len: int = 1024, repeats: int = 5) -> dict[int, float]:
+    """Milliseconds of one forward pass of each length after ``cache_len`` tokens (the
+    shape of a verification pass: ``[1 + K]`` new tokens over a warm cache): the fastest
+    of ``repeats`` timed runs, after one that warms the shape's kernels (the fastest is
+    the one least disturbed by other work on the machine)."""
+    import time
+
+    import torch
+    from transformers import DynamicCache
+
+    vocab = int(model.config.vocab_size)
+    gen = torch.Generator().manual_seed(0)
+
+    def ids(n: int) -> Any:
+        return torch.randint(0, vocab, (1, n), generator=gen).to(device)
+
+    cache = DynamicCache(config=model.config)
+    costs: dict[int, float] = {}
+    with torch.inference_mode():
+        model(input_ids=ids(cache_len), past_key_values=cache, use_cache=True)
+        for n in lengths:
+            times = []
+            for _ in range(repeats + 1):  # the first of each length warms its kernels
+                t0 = time.perf_counter()
+                model(input_ids=ids(n), past_key_values=cache, use_cache=True)
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                times.append((time.perf_counter() - t0) * 1e3)
+                cache.crop(-n)  # transformers 5: a negative count drops the last n
+            costs[n] = min(times[1:])
+    return costs
+
+
 class TorchSession:
     """One request's KV cache. See :class:`fastapply.decoding.runtimes.Session`."""
 
@@ -104,7 +169,8 @@ class TorchRuntime(SessionRuntime):
     """A Hugging Face causal LM loaded with transformers."""
 
     def __init__(self, model_dir: str | Path, device: str | None = None,
-                 dtype: str | None = None, context_limit: int | None = None) -> None:
+                 dtype: str | None = None, context_limit: int | None = None,
+                 max_draft_len: int | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -121,6 +187,17 @@ class TorchRuntime(SessionRuntime):
         self.context_limit = min(model_limit, context_limit or model_limit)
         #: The model's EOS id(s) from its generation config.
         self.eos_token_id = getattr(self.model.generation_config, "eos_token_id", None)
+        #: Milliseconds of a pass per length (1 + K) measured at load (empty when K was given).
+        self.pass_cost_ms: dict[int, float] = {}
+        if max_draft_len is None:
+            lengths = tuple(1 + k for k in (0, *DRAFT_LENGTHS))
+            cache_len = min(256, self.context_limit - lengths[-1] - 1)
+            if cache_len > 0:
+                self.pass_cost_ms = measure_pass_cost(self.model, self.device, lengths,
+                                                      cache_len=cache_len, repeats=2)
+            max_draft_len = choose_draft_len(self.pass_cost_ms)
+        #: Largest draft per verification pass (K): given, or chosen from the pass cost.
+        self.max_draft_len = max_draft_len
 
     def session(self, prompt_ids: list[int]) -> TorchSession:
         return TorchSession(self, prompt_ids)

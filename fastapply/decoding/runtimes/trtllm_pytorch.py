@@ -153,6 +153,8 @@ class TrtllmPytorchRuntime:
         #: Tokens one request may hold (prompt + output).
         self.context_limit = min(model_limit, context_limit or model_limit)
         self.registry = DraftRegistry(max_draft_len)
+        #: Largest draft per verification step (K), as the LLM was created with.
+        self.max_draft_len = max_draft_len
         self.sampling_params_cls = llmapi.SamplingParams
         kwargs: dict[str, Any] = {"disable_overlap_scheduler": True,
                                   "max_seq_len": self.context_limit, **llm_kwargs}
