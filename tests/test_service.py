@@ -97,6 +97,21 @@ def tiny_services():
     return make(0), make(64), make
 
 
+def test_k_unset_is_chosen_from_the_measured_pass_cost(tiny_services):
+    from fastapply.decoding.runtimes.torch import DRAFT_LENGTHS
+
+    plain, _, make = tiny_services
+    auto = make(None)
+    assert auto.runtime.pass_cost_ms and 1 in auto.runtime.pass_cost_ms
+    assert auto.max_draft_len == auto.runtime.max_draft_len in DRAFT_LENGTHS
+    assert plain.max_draft_len == 0  # configured: kept, nothing measured
+    assert not plain.runtime.pass_cost_ms
+    rec = load_edits()[0]
+    want = merge_or_fragment(plain, rec["original"], rec["lazy_snippet"], max_tokens=96)
+    got = merge_or_fragment(auto, rec["original"], rec["lazy_snippet"], max_tokens=96)
+    assert got.merged_code == want.merged_code
+
+
 def test_speculative_service_equals_plain_greedy(tiny_services):
     plain, spec, _ = tiny_services
     for rec in load_edits()[:3]:

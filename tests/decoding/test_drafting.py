@@ -164,3 +164,23 @@ def test_a_source_in_sync_is_never_indexed(monkeypatch: pytest.MonkeyPatch) -> N
     assert builds == []
     simulate(SpeculativeEditsDrafter([target[:250] + [9] + target[250:]]), target, 8)
     assert builds == [501]  # built once, on the first resync
+
+
+def test_output_lookup_drafts_what_the_model_repeats() -> None:
+    # The model writes a block that is in no source, then repeats it (a test's assertions
+    # written twice): the second copy is drafted from the output itself.
+    source = list(range(1000, 1100))
+    block = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+    target = source[:20] + block + [99] + block + source[20:]
+    with_lookup = simulate(SpeculativeEditsDrafter([source], max_k=16), target, 16)
+    without = simulate(SpeculativeEditsDrafter([source], max_k=16, self_lookup=False),
+                       target, 16)
+    assert with_lookup.steps < without.steps
+
+
+def test_output_lookup_never_overrides_a_source_in_sync() -> None:
+    # output [1, 2, 3, 1, 2] repeats itself, but the source is in sync with all of it
+    # and says 4 next: the source's draft wins.
+    src = [1, 2, 3, 1, 2, 4, 5, 6]
+    d = SpeculativeEditsDrafter([src], max_k=4)
+    assert d.propose([1, 2, 3, 1, 2], max_len=4) == [4, 5, 6]

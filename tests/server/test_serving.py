@@ -400,3 +400,11 @@ def test_serve_says_the_server_did_not_start_when_the_http_port_is_taken() -> No
     assert "the server did not start" in done.stderr and "HTTP guard" in done.stderr, \
         done.stderr[-2000:]
     assert "did not load" not in done.stderr
+
+
+def test_max_draft_len_zero_is_kept_and_empty_means_the_runtimes_own() -> None:
+    from fastapply.server.model_repo import config_from_parameters
+
+    assert config_from_parameters({"max_draft_len": "0"})[0].max_draft_len == 0  # no drafts
+    assert config_from_parameters({"max_draft_len": ""})[0].max_draft_len is None
+    assert config_from_parameters({"context_limit": "0"})[0].context_limit is None
