@@ -1,4 +1,4 @@
-"""``python -m fastapply.bench {drafting,merge,runtime,serve,openai_front,http_guard} ...``
+"""``python -m fastapply.bench {drafting,merge,runtime,ttft,quality,serve,...} ...``
 
 Each subcommand lives in ``fastapply/bench/<name>.py`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> dict``; the dict is printed as the last line.
@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "drafting": "drafter tokens/step against an oracle target, and per-step overhead",
     "merge": "exact-match rate of the deterministic merge per snippet format",
     "runtime": "greedy vs prompt lookup vs speculative edits on a real model (lossless check)",
+    "ttft": "time to first token against prompt size, float32 vs bfloat16 (CPU)",
     "quality": "model vs deterministic merge vs serving policies: served exact, wrong served",
     "serve": "Triton/gRPC overhead against in-process merges",
     "openai_front": "what the OpenAI/Morph/Relace HTTP front adds over direct gRPC",
