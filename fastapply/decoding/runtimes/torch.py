@@ -5,6 +5,9 @@ each verification pass the cache is cropped back to the accepted tokens. Positio
 from the cache length (transformers derives ``cache_position`` from it); no attention
 mask is passed, so the model applies its own causal mask over cache + new tokens (a mask
 covering only the new tokens silently gives wrong logits).
+
+The prompt pass computes logits for its last position only (``logits_to_keep=1``): the
+others are never read, and on a 49k vocabulary they cost a fifth of the pass.
 """
 
 from __future__ import annotations
@@ -56,24 +59,26 @@ class TorchSession:
         #: Top-1 probabilities of the last pass's positions (shape [S]).
         self._probs: list[float] = []
 
-    def _forward(self, ids: list[int]) -> Any:
-        """Argmax token ids after each of ``ids`` (shape [len(ids)])."""
+    def _forward(self, ids: list[int], last_only: bool = False) -> Any:
+        """Argmax token ids after each of ``ids`` (shape [len(ids)]; with ``last_only``,
+        after the last one only: shape [1])."""
         import torch
 
         rt = self.runtime
         input_ids = torch.tensor([ids], dtype=torch.long, device=rt.device)  # [1, S]
         with torch.inference_mode():
-            out = rt.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
+            out = rt.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
+                           logits_to_keep=1 if last_only else 0)  # 0: every position
         self.cache = out.past_key_values
         self.cache_len += len(ids)
-        logits = out.logits[0]  # [S, vocab]
+        logits = out.logits[0]  # [S, vocab] ([1, vocab] with last_only)
         preds = logits.argmax(dim=-1)  # [S]: the ids come from the logits, never the probs
         probs = logits.float().softmax(dim=-1).gather(-1, preds[:, None])[:, 0]  # [S]
         self._probs = probs.tolist()
         return preds.tolist()
 
     def prefill(self) -> int:
-        preds = self._forward(self.prompt_ids)
+        preds = self._forward(self.prompt_ids, last_only=True)
         self.last = int(preds[-1])
         self.emitted_probs.append(self._probs[-1])
         return self.last
