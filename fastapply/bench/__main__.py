@@ -17,6 +17,8 @@ SUBCOMMANDS = {
     "merge": "exact-match rate of the deterministic merge per snippet format",
     "runtime": "greedy vs prompt lookup vs speculative edits on a real model (lossless check)",
     "ttft": "time to first token against prompt size, float32 vs bfloat16 (CPU)",
+    "dtype_parity": "float32 vs bfloat16 merges on validation windows: identical, exact, speed",
+    "prompt_reuse": "time to first token of a second edit of one file, prompt KV reuse off/on",
     "quality": "model vs deterministic merge vs serving policies: served exact, wrong served",
     "serve": "Triton/gRPC overhead against in-process merges",
     "openai_front": "what the OpenAI/Morph/Relace HTTP front adds over direct gRPC",

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         model = default_model_dir(quiet=False)
     dtypes = args.dtypes.split(",")
-    runtimes = {d: TorchRuntime(model, device="cpu", dtype=d)
+    runtimes = {d: TorchRuntime(model, device="cpu", dtype=d, prompt_cache_mb=0)
                 for d in dtypes}
     tok = AutoTokenizer.from_pretrained(model)
     fmt = prompts.KORTIX
