@@ -51,6 +51,18 @@ def test_lookup_finds_the_longest_shared_prefix_and_leaves_one_token_to_run() ->
     assert (cache.counts.lookups, cache.counts.hits, cache.counts.reused_tokens) == (3, 2, 6)
 
 
+def test_a_short_shared_prefix_of_a_long_prompt_is_not_reused() -> None:
+    # the system turn alone (150 tokens) of a 1,400-token prompt: the pass after a
+    # prefix costs more than the whole causal pass saves (reuse_pays)
+    cache = PromptCache(max_bytes=10**6)
+    cache.store(list(range(150)) + [-1], kv(151))
+    assert cache.lookup(list(range(1400))) == (None, 0)
+    assert cache.lookup(list(range(300)))[1] == 150
+    always = PromptCache(max_bytes=10**6, pair_cost=0)
+    always.store(list(range(150)) + [-1], kv(151))
+    assert always.lookup(list(range(1400)))[1] == 150
+
+
 def test_least_recently_used_prompts_go_first_by_entries_and_by_bytes() -> None:
     cache = PromptCache(max_bytes=64 * 10, max_entries=3)  # 10 tokens of kv()
     for first in (1, 2, 3):
