@@ -13,8 +13,8 @@ from typing import Any
 
 from fastapply.examples import load_edits
 
-__all__ = ["cpu_description", "emit", "interleaved_ms", "load_edits", "percentile", "post_ok",
-           "print_table", "spread_over_repos"]
+__all__ = ["add_cpu_model_arguments", "cpu_description", "cpu_model", "emit", "interleaved_ms",
+           "load_edits", "percentile", "post_ok", "print_table", "spread_over_repos"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -88,6 +88,27 @@ def interleaved_ms(calls: Mapping[str, Callable[[], str]], expected: str, warmup
 #: CPU flags that decide how fast bf16 runs on a CPU: ``avx512_bf16`` (bf16 dot products),
 #: ``amx_bf16``/``amx_tile`` (Intel AMX matrix tiles, which oneDNN uses for bf16 GEMMs).
 BF16_CPU_FLAGS = ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "avx512_fp16")
+
+
+def add_cpu_model_arguments(p: Any) -> None:
+    """``--model`` and ``--threads``, for the benchmarks that run a model on the CPU."""
+    p.add_argument("--model", type=Path, help="model dir (default: the embedded default model)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch intra-op threads (default 0: torch's own choice); on a "
+                        "shared machine 1 thread gives steadier figures")
+
+
+def cpu_model(args: Any) -> Path:
+    """Apply ``--threads``; the model directory of ``--model`` or the embedded default."""
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.model is not None:
+        return Path(args.model)
+    from fastapply.model.default import default_model_dir
+
+    return default_model_dir(quiet=False)
 
 
 def cpu_description() -> dict[str, Any]:

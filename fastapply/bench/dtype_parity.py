@@ -21,7 +21,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import cpu_description, load_edits, print_table, spread_over_repos
+from fastapply.bench.common import (
+    add_cpu_model_arguments,
+    cpu_description,
+    cpu_model,
+    load_edits,
+    print_table,
+    spread_over_repos,
+)
 
 DTYPES = ("float32", "bfloat16")
 
@@ -29,24 +36,14 @@ DTYPES = ("float32", "bfloat16")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="JSONL of windows (sft-valid)")
     p.add_argument("--limit", type=int, default=70, help="windows (default 70)")
-    p.add_argument("--model", type=Path, help="model dir (default: the embedded default model)")
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch intra-op threads (default 0: torch's own choice)")
+    add_cpu_model_arguments(p)
     p.add_argument("--seed", type=int, default=0)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    model = args.model
-    if model is None:
-        from fastapply.model.default import default_model_dir
-
-        model = default_model_dir(quiet=False)
+    model = cpu_model(args)
     services: dict[tuple[str, str], FastApplyService] = {}
 
     def service(dtype: str, fmt: str) -> FastApplyService:

@@ -27,7 +27,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import cpu_description, load_edits, print_table, spread_over_repos
+from fastapply.bench.common import (
+    add_cpu_model_arguments,
+    cpu_description,
+    cpu_model,
+    load_edits,
+    print_table,
+    spread_over_repos,
+)
 
 CASES = ("same_file", "edited_file", "other_file")
 
@@ -38,9 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-prompt-tokens", type=int, default=4000,
                    help="skip records whose prompt is longer (default 4000)")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    p.add_argument("--model", type=Path, help="model dir (default: the embedded default model)")
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch intra-op threads (default 0: torch's own choice)")
+    add_cpu_model_arguments(p)
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -50,15 +55,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.decoding import prompts
     from fastapply.decoding.runtimes.torch import TorchRuntime
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    model = args.model
-    if model is None:
-        from fastapply.model.default import default_model_dir
-
-        model = default_model_dir(quiet=False)
+    model = cpu_model(args)
     reuse = TorchRuntime(model, device="cpu", dtype=args.dtype)
     plain = TorchRuntime(model, device="cpu", dtype=args.dtype, prompt_cache_mb=0)
     assert reuse.prompt_cache is not None, "this model's cache cannot be reused"

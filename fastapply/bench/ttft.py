@@ -21,7 +21,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import cpu_description, load_edits, print_table, spread_over_repos
+from fastapply.bench.common import (
+    add_cpu_model_arguments,
+    cpu_description,
+    cpu_model,
+    load_edits,
+    print_table,
+    spread_over_repos,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,11 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--files", type=int, default=2, help="files per size (default 2)")
     p.add_argument("--repeats", type=int, default=3, help="timed rounds (default 3)")
     p.add_argument("--dtypes", default="float32,bfloat16")
-    p.add_argument("--model", type=Path, help="model dir (default: the embedded default model)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch intra-op threads (default 0: torch's own choice); on a "
-                        "shared machine 1 thread gives steadier figures")
+    add_cpu_model_arguments(p)
 
 
 def cut_prompt(original: str, lines: int) -> tuple[str, str]:
@@ -57,15 +61,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.decoding.runtimes.torch import TorchRuntime
     from fastapply.decoding.speculate import ContextLimitError
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    model = args.model
-    if model is None:
-        from fastapply.model.default import default_model_dir
-
-        model = default_model_dir(quiet=False)
+    model = cpu_model(args)
     dtypes = args.dtypes.split(",")
     runtimes = {d: TorchRuntime(model, device="cpu", dtype=d, prompt_cache_mb=0)
                 for d in dtypes}
