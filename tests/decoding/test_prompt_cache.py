@@ -195,16 +195,19 @@ def test_default_model_agent_edits_in_a_row_equal_no_reuse() -> None:
     tok = AutoTokenizer.from_pretrained(model)
     stop = prompts.stop_token_ids(tok, runtime.eos_token_id)
     after_first = ORIGINAL.replace("area(2, 3)", "area(4, 5)")
+
+    def req(original: str, snippet: str, max_new_tokens: int = 80) -> GenerationRequest:
+        return prompts.build_request(tok, prompts.KORTIX, original, snippet, stop_ids=stop,
+                                     max_new_tokens=max_new_tokens, max_draft_len=64)
+
+    # the first edit's prompt pass fills the cache (its prompt is kept at prefill)
+    assert runtime.generate(req(ORIGINAL, FIRST, 1)).stats.reused_prompt_tokens == 0
     reused = []
-    for i, (original, snippet) in enumerate(((ORIGINAL, FIRST), (ORIGINAL, SECOND),
-                                             (after_first, SECOND))):
-        req = prompts.build_request(tok, prompts.KORTIX, original, snippet, stop_ids=stop,
-                                    max_new_tokens=80, max_draft_len=16)
-        gen = runtime.generate(req)
+    for original, snippet in ((ORIGINAL, SECOND), (after_first, SECOND)):
+        gen = runtime.generate(req(original, snippet))
         assert gen.stats.finish_reason == "stop"
-        if i:  # the first request finds an empty cache: nothing to compare
-            assert gen.token_ids == without_reuse(runtime, req)
+        assert gen.token_ids == without_reuse(runtime, req(original, snippet))
         reused.append(gen.stats.reused_prompt_tokens / gen.stats.prompt_tokens)
-    # the first request runs whole; the others reuse the system turn, the instructions
-    # and the file up to the snippet (or to the changed line)
-    assert reused[0] == 0 and reused[1] > 0.6 and reused[2] > 0.5
+    # both reuse the system turn, the instructions and the file up to the snippet (the
+    # same file) or up to the changed line (the file as the first edit left it)
+    assert reused[0] > 0.6 and reused[1] > 0.5
