@@ -13,6 +13,9 @@ from typing import Any
 #: name -> definition, for documentation, ``--help`` texts and the load-test report.
 DEFINITIONS: dict[str, str] = {
     "prompt_tokens": "tokens in the prompt sent to the model",
+    "reused_prompt_tokens": "prompt tokens whose keys and values came from a recent prompt "
+                            "that starts the same way (torch runtime's prompt cache), not "
+                            "computed again",
     "completion_tokens": "tokens the model produced (including the stop token, if any)",
     "forward_passes": "model forward passes, prefill included",
     "accepted_draft_tokens": "draft tokens the model confirmed",
@@ -40,6 +43,8 @@ class Stats:
     """Statistics of one request (all figures carry their unit in their name)."""
 
     prompt_tokens: int = 0
+    #: Prompt tokens reused from the prompt cache (0 where the runtime has none).
+    reused_prompt_tokens: int = 0
     completion_tokens: int = 0
     forward_passes: int = 0
     accepted_draft_tokens: int = 0
@@ -89,6 +94,8 @@ PROMETHEUS_COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("fastapply_accepted_draft_tokens_total", "Draft tokens accepted", "accepted_draft_tokens"),
     ("fastapply_rejected_draft_tokens_total", "Draft tokens rejected", "rejected_draft_tokens"),
     ("fastapply_forward_passes_total", "Model forward passes", "forward_passes"),
+    ("fastapply_reused_prompt_tokens_total", "Prompt tokens reused from recent prompts",
+     "reused_prompt_tokens"),
 )
 #: Request latency counter (sum of total_ms) and request count, for an average.
 PROMETHEUS_LATENCY = ("fastapply_request_latency_ms_total", "Sum of request latency in ms")

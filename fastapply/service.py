@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapply.decoding.runtimes import RUNTIMES, Runtime
+from fastapply.decoding.runtimes.prompt_cache import (
+    DEFAULT_PROMPT_CACHE_ENTRIES,
+    DEFAULT_PROMPT_CACHE_MB,
+)
 from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES, Reading
 from fastapply.metrics import Stats
 
@@ -95,6 +99,11 @@ class ServiceConfig:
     device: str | None = None
     #: float32 | bfloat16 | float16 (None: float32 on CPU, bfloat16 on CUDA).
     dtype: str | None = None
+    #: MiB of recent prompts' keys and values the torch runtime keeps for prompts that
+    #: start the same way (the same file edited again); 0 turns prompt reuse off.
+    prompt_cache_mb: int = DEFAULT_PROMPT_CACHE_MB
+    #: Most prompts the torch runtime's prompt cache keeps.
+    prompt_cache_entries: int = DEFAULT_PROMPT_CACHE_ENTRIES
     #: Largest accepted input in bytes.
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     #: What a model runtime serves, given the model's output and the deterministic
@@ -112,6 +121,9 @@ class ServiceConfig:
                              f"(model_dir / --model)")
         if self.max_draft_len is not None and self.max_draft_len < 0:
             raise ValueError("max_draft_len must be >= 0")
+        if self.prompt_cache_mb < 0 or self.prompt_cache_entries < 0:
+            raise ValueError("prompt_cache_mb and prompt_cache_entries must be >= 0 "
+                             "(0 turns prompt reuse off)")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; use one of: "
                              f"{', '.join(POLICIES)}")
@@ -432,7 +444,9 @@ def make_runtime(config: ServiceConfig) -> Runtime:
         assert config.model_dir is not None
         return TorchRuntime(config.model_dir, device=config.device, dtype=config.dtype,
                             context_limit=config.context_limit,
-                            max_draft_len=config.max_draft_len)
+                            max_draft_len=config.max_draft_len,
+                            prompt_cache_mb=config.prompt_cache_mb,
+                            prompt_cache_entries=config.prompt_cache_entries)
     trtllm_k = TRTLLM_DEFAULT_DRAFT_LEN if config.max_draft_len is None else config.max_draft_len
     if config.runtime == "trtllm-engine":
         from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime

@@ -19,6 +19,7 @@ MODULES = [
     "fastapply.corpus.languages", "fastapply.corpus.snippets", "fastapply.corpus.split",
     "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.server.model_repo",
     "fastapply.server.http.guard", "fastapply.server.http.generate", "fastapply.server.http.checks",
+    "fastapply.decoding.runtimes.prompt_cache", "fastapply.bench.ttft",
 ]
 
 

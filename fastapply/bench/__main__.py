@@ -1,4 +1,4 @@
-"""``python -m fastapply.bench {drafting,merge,decoders,quality,serve,openai_front,http_guard} ...``
+"""``python -m fastapply.bench {drafting,merge,decoders,ttft,quality,serve,...} ...``
 
 Each subcommand lives in ``fastapply/bench/<name>.py`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> dict``; the dict is printed as the last line.
@@ -16,6 +16,9 @@ SUBCOMMANDS = {
     "drafting": "drafter tokens/step against an oracle target, and per-step overhead",
     "merge": "exact-match rate of the deterministic merge per snippet format",
     "decoders": "greedy vs prompt lookup vs speculative edits on one model, side by side",
+    "ttft": "time to first token against prompt size, float32 vs bfloat16 (CPU)",
+    "dtype_parity": "float32 vs bfloat16 merges on validation windows: identical, exact, speed",
+    "prompt_reuse": "time to first token of a second edit of one file, prompt KV reuse off/on",
     "quality": "model vs deterministic merge vs serving policies: served exact, wrong served",
     "serve": "Triton/gRPC overhead against in-process merges",
     "openai_front": "what the OpenAI/Morph/Relace HTTP front adds over direct gRPC",

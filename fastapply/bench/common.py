@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import statistics
@@ -12,7 +13,8 @@ from typing import Any
 
 from fastapply.examples import load_edits
 
-__all__ = ["emit", "interleaved_ms", "load_edits", "percentile", "post_ok", "print_table"]
+__all__ = ["add_cpu_model_arguments", "cpu_description", "cpu_model", "emit", "interleaved_ms",
+           "load_edits", "percentile", "post_ok", "print_table", "spread_over_repos"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -81,3 +83,75 @@ def interleaved_ms(calls: Mapping[str, Callable[[], str]], expected: str, warmup
             if i >= warmup:
                 times[name].append(elapsed_ms)
     return times
+
+
+#: CPU flags that decide how fast bf16 runs on a CPU: ``avx512_bf16`` (bf16 dot products),
+#: ``amx_bf16``/``amx_tile`` (Intel AMX matrix tiles, which oneDNN uses for bf16 GEMMs).
+BF16_CPU_FLAGS = ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "avx512_fp16")
+
+
+def add_cpu_model_arguments(p: Any) -> None:
+    """``--model`` and ``--threads``, for the benchmarks that run a model on the CPU."""
+    p.add_argument("--model", type=Path, help="model dir (default: the embedded default model)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch intra-op threads (default 0: torch's own choice); on a "
+                        "shared machine 1 thread gives steadier figures")
+
+
+def cpu_model(args: Any) -> Path:
+    """Apply ``--threads``; the model directory of ``--model`` or the embedded default."""
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.model is not None:
+        return Path(args.model)
+    from fastapply.model.default import default_model_dir
+
+    return default_model_dir(quiet=False)
+
+
+def cpu_description() -> dict[str, Any]:
+    """The CPU a benchmark ran on: model name, logical CPUs, bf16-relevant flags (from
+    ``/proc/cpuinfo``) and torch's intra-op thread count."""
+    import os
+
+    import torch
+
+    name, flags = "unknown", set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                name = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    return {"cpu_model": name, "logical_cpus": os.cpu_count() or 0,
+            "cpu_flags": {f: f in flags for f in BF16_CPU_FLAGS},
+            "torch_threads": torch.get_num_threads(), "torch_version": torch.__version__}
+
+
+def spread_over_repos(records: Sequence[dict[str, Any]], n: int, seed: int = 0
+                      ) -> list[dict[str, Any]]:
+    """``n`` records taken in turn from each repository (shuffled with ``seed``), so that
+    no repository dominates a small sample.
+
+    >>> recs = [{"repo": r, "i": i} for r in "ab" for i in range(3)]
+    >>> [(r["repo"]) for r in spread_over_repos(recs, 4)]
+    ['a', 'b', 'a', 'b']
+    """
+    import random
+
+    by_repo: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_repo.setdefault(str(rec.get("repo", "")), []).append(rec)
+    rng = random.Random(seed)
+    for recs in by_repo.values():
+        rng.shuffle(recs)
+    out: list[dict[str, Any]] = []
+    while len(out) < n and any(by_repo.values()):
+        for repo in sorted(by_repo):
+            if by_repo[repo] and len(out) < n:
+                out.append(by_repo[repo].pop())
+    return out

@@ -32,7 +32,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import load_edits, print_table
+from fastapply.bench.common import (
+    add_cpu_model_arguments,
+    cpu_description,
+    cpu_model,
+    load_edits,
+    percentile,
+    print_table,
+    spread_over_repos,
+)
 
 DECODERS = ("greedy", "prompt_lookup", "speculative_edits")
 
@@ -54,8 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-lines", type=int, default=300,
                    help="skip files longer than this many lines (default 300)")
     p.add_argument("--format", choices=["lazy", "search_replace", "udiff"], default="lazy")
-    p.add_argument("--model", type=Path,
-                   help="HF model dir (default: the default model, base + shipped adapter)")
+    add_cpu_model_arguments(p)
+    p.add_argument("--spread", action="store_true",
+                   help="take the edits in turn from each repository (a few per repository "
+                        "instead of the file's first ones)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None)
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
     p.add_argument("--k", type=int, default=None,
@@ -86,6 +96,8 @@ class _Totals:
         self.tokens = self.chars = self.passes = self.bound_passes = 0
         self.seconds = self.first_seconds = 0.0
         self.identical = True
+        #: Milliseconds of each edit (for the percentiles).
+        self.edit_ms: list[float] = []
 
     def add(self, tokens: int, chars: int, passes: int, seconds: float, first: float,
             identical: bool) -> None:
@@ -94,6 +106,7 @@ class _Totals:
         self.passes += passes
         self.bound_passes += 1 + math.ceil(max(tokens - 1, 0) / (self.k + 1)) if tokens else 0
         self.seconds += seconds
+        self.edit_ms.append(seconds * 1e3)
         self.first_seconds += first
         self.identical &= identical
 
@@ -104,6 +117,8 @@ class _Totals:
             "tokens_per_s_after_first": (self.tokens - edits) / after if after > 0 else 0.0,
             "ttft_ms": self.first_seconds / edits * 1e3,
             "total_ms": self.seconds * 1e3,
+            "edit_ms_p50": percentile(self.edit_ms, 50),
+            "edit_ms_p95": percentile(self.edit_ms, 95),
             "chars_per_s": self.chars / self.seconds if self.seconds else 0.0,
             "forward_passes": self.passes,
             "tokens_per_step": self.tokens / self.passes if self.passes else 0.0,
@@ -121,9 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from fastapply.decoding import prompts
     from fastapply.decoding.runtimes.torch import TorchRuntime, measure_pass_cost
     from fastapply.decoding.witness import deterministic_reading
-    from fastapply.model.default import default_model_dir
-
-    model_dir = args.model or default_model_dir(quiet=False)
+    model_dir = cpu_model(args)
     runtime = TorchRuntime(model_dir, device=args.device, dtype=args.dtype, max_draft_len=args.k)
     tok = AutoTokenizer.from_pretrained(model_dir)
     fmt = prompts.get_format(args.prompt_format)
@@ -133,7 +146,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     field = {"lazy": "lazy_snippet"}.get(args.format, args.format)
 
     edits = [r for r in load_edits(args.data)
-             if len(r["original"].splitlines()) <= args.max_lines and r.get(field)][: args.limit]
+             if len(r["original"].splitlines()) <= args.max_lines and r.get(field)]
+    edits = spread_over_repos(edits, args.limit) if args.spread else edits[: args.limit]
     if not edits:
         raise SystemExit("no edit fits --max-lines; raise it or pass other --data")
 
@@ -219,6 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      len(outputs["greedy"]), "yes" if exact else "no",
                      *(f"{ms:.0f}" for ms in row_ms),
                      "yes" if all(o == outputs["greedy"] for o in outputs.values()) else "NO"])
+        print(f"[{len(rows)}/{len(edits)}]", *rows[-1], flush=True)  # progress: runs are long
     short = ["greedy", *(f"pl{n}/{g}" for n, g in settings), "spec"]
     print_table(["edit", "lines", "prompt_tok", "out_tok", "exact",
                  *(f"{s}_ms" for s in short), "identical"], rows)
@@ -248,7 +263,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "model": str(model_dir), "device": device, "dtype": runtime.dtype,
         "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
-        "torch_threads": torch.get_num_threads(),
+        **cpu_description(),
         "edits": len(edits), "format": args.format, "max_lines": args.max_lines,
         "decoders": {"greedy": greedy, "prompt_lookup": {**pl, "setting": pl_best},
                      "speculative_edits": spec},

@@ -171,6 +171,7 @@ def generate(
         new = [session.prefill()]
         stats.forward_passes = 1
         stats.ttft_ms = (clock() - t0) * 1e3
+        stats.reused_prompt_tokens = getattr(session, "reused_prompt_tokens", 0)
         while True:
             new, stopped = cut_at_stop(new, stop_ids)
             out.extend(new)

@@ -85,7 +85,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and picks K from it)")
     p.add_argument("--context-limit", type=int)
     p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                   help="default: float32 on CPU (the output equals greedy decoding token "
+                        "for token), bfloat16 on CUDA; bfloat16 on a CPU with avx512_bf16/"
+                        "AMX is faster but its output can differ (docs/benchmarks.md)")
+    p.add_argument("--prompt-cache-mb", type=int,
+                   help=f"MiB of recent prompts' keys and values the torch runtime keeps "
+                        f"to reuse for prompts that start the same way, e.g. the same file "
+                        f"edited again (default {ServiceConfig.prompt_cache_mb}; 0: off)")
+    p.add_argument("--prompt-cache-entries", type=int,
+                   help=f"most prompts kept (default {ServiceConfig.prompt_cache_entries})")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--grpc-port", type=_port, default=8001)
     p.add_argument("--http-port", type=_port, default=8000)
@@ -126,6 +135,8 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
         tokenizer_dir=getattr(args, "tokenizer", None), prompt_format=args.prompt_format,
         max_draft_len=args.max_draft_len, context_limit=args.context_limit,
         device=args.device, dtype=args.dtype, policy=getattr(args, "policy", None),
+        prompt_cache_mb=getattr(args, "prompt_cache_mb", None),
+        prompt_cache_entries=getattr(args, "prompt_cache_entries", None),
         threshold=getattr(args, "threshold", None))
 
 
