@@ -145,8 +145,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     k = runtime.max_draft_len
     field = {"lazy": "lazy_snippet"}.get(args.format, args.format)
 
-    edits = [r for r in load_edits(args.data)
-             if len(r["original"].splitlines()) <= args.max_lines and r.get(field)]
+    # corpus records carry one field per format; training-style windows (``fastapply data
+    # sft``) carry their snippet, in whatever format, as ``snippet``
+    edits = [{**r, field: r.get(field) or r.get("snippet")} for r in load_edits(args.data)]
+    edits = [r for r in edits if len(r["original"].splitlines()) <= args.max_lines and r[field]]
     edits = spread_over_repos(edits, args.limit) if args.spread else edits[: args.limit]
     if not edits:
         raise SystemExit("no edit fits --max-lines; raise it or pass other --data")
