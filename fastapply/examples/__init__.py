@@ -1,8 +1,23 @@
-"""A few real edits shipped with the package (see NOTICE for their licences).
+"""Real edits shipped with the package (see NOTICE for their licences).
 
-They are the default for the demo, calibration and load tests; ``load_edits`` also reads
-any JSONL with the fields of the development corpus (``id``, ``original``, ``updated``,
-``lazy_snippet``, ``search_replace``, ``udiff``, ...).
+``edits.jsonl``: 12 edits, the default for the demo, calibration and load tests.
+
+``validation.jsonl``: 126 validation examples, what the engine build's FP8 check merges
+(profile smollm2-135m, ``verify.data: validation``). They come from the validation split
+of docs/model.md: 14 repositories (9 examples each) that share none with the repositories
+the shipped adapter was trained on, nor with ``edits.jsonl``. Each is a window of a real
+change with a snippet in one of the styles of training and a prompt format (``id``,
+``repo``, ``language``, ``style``, ``format``, ``whole_file``, ``original``, ``snippet``,
+``updated``, ``license``). Made with::
+
+    fastapply data split corpus.jsonl --tune tune.jsonl --valid valid.jsonl \\
+        --valid-fraction 0.4 --seed 0                      # as in docs/model.md
+    fastapply data sft valid.jsonl --out sft-valid.jsonl --seed 0
+    fastapply data sample sft-valid.jsonl --out fastapply/examples/validation.jsonl \\
+        --per-repo 9 --seed 0
+
+``load_edits`` also reads any JSONL with the fields of the development corpus (``id``,
+``original``, ``updated``, ``lazy_snippet``, ``search_replace``, ``udiff``, ...).
 """
 
 from __future__ import annotations
@@ -12,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_EDITS = Path(__file__).with_name("edits.jsonl")
+#: The validation sample the engine build's FP8 check merges (see the module docstring).
+VALIDATION_EDITS = Path(__file__).with_name("validation.jsonl")
 
 #: The fields every edit record must carry.
 REQUIRED_FIELDS = ("id", "original", "updated")

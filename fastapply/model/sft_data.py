@@ -70,7 +70,8 @@ def snippet_of(style: str, original: str, updated: str, language: str, path: str
 def examples(records: Iterable[dict[str, Any]], seed: int = 0,
              config: SftConfig = SftConfig()) -> Iterator[dict[str, Any]]:
     """One example per usable record: ``id``, ``repo``, ``language``, ``style``,
-    ``format``, ``original``, ``snippet``, ``updated`` (the true crop)."""
+    ``format``, ``original``, ``snippet``, ``updated`` (the true crop), and the source's
+    ``license`` where it names one."""
     rng = random.Random(seed)
     for rec in records:
         original, updated = rec["original"], rec["updated"]
@@ -89,9 +90,13 @@ def examples(records: Iterable[dict[str, Any]], seed: int = 0,
             snippet = snippet_of(style, original, updated, rec["language"], rec["path"], rng)
         if not snippet.strip() or len(original) + len(snippet) + len(updated) > config.max_chars:
             continue
-        yield {"id": rec["id"], "repo": rec["repo"], "language": rec["language"],
-               "style": style, "format": fmt, "whole_file": whole,
-               "original": original, "snippet": snippet, "updated": updated}
+        example: dict[str, Any] = {
+            "id": rec["id"], "repo": rec["repo"], "language": rec["language"],
+            "style": style, "format": fmt, "whole_file": whole,
+            "original": original, "snippet": snippet, "updated": updated}
+        if "license" in rec:  # a window of a file stays under its repository's licence
+            example["license"] = rec["license"]
+        yield example
 
 
 def write_examples(records: list[dict[str, Any]], out: Path, seed: int = 0,

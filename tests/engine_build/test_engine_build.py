@@ -182,6 +182,7 @@ def test_verify_writes_parity_figures(tiny_build: dict[str, Any]) -> None:
     report = tiny_build["report"]
     figures = report["parity"]
     assert figures["edits"] == 4 and figures["candidate"] == "fakequant"
+    assert figures["identical"] + len(figures["diverged"]) == 4
     assert figures["held_out_disjoint"]
     profile = load_profile("tiny-cpu")
     assert profile.verify.min_logits_cosine >= 0.8  # a check that can fail (see below)
@@ -190,7 +191,8 @@ def test_verify_writes_parity_figures(tiny_build: dict[str, Any]) -> None:
     assert logits["logits_cosine_mean"] >= profile.verify.min_logits_cosine
     assert report["stages"]["verify"]["status"] == "done"
     for row in report["stages"]["verify"]["parity"]["per_edit"]:
-        if not row["exact_match"]:
+        if "first_divergence" in row:
+            assert not row["identical"]
             div = row["first_divergence"]
             assert div["token_index"] >= 0 and div["reference_text"] != div["quantized_text"]
 
@@ -210,13 +212,20 @@ def test_parity_check_fails_when_fp8_scales_are_broken(tiny: Path) -> None:
     recs = load_edits()
     calib = merge_sequences(tok, "kortix", recs[:4], 2048)
     held = merge_sequences(tok, "kortix", recs[4:8], 2048)
-    reference, candidate = fakequant_pair(tiny, calib, 8192)
+    reference, candidate = fakequant_pair(tiny, calib, 8192, fold_weights=False)
 
     def problems() -> list[str]:
         logits = logits_agreement(reference.model, candidate.model, held)
-        return judge({"exact_match_rate": 1.0, "logits": logits}, verify)
+        return judge({**agreeing_figures(4), "logits": logits}, verify)
 
     assert problems() == []
+    # what verify runs: the weights fake-quantized once, the same logits bit for bit
+    import torch
+
+    _, folded = fakequant_pair(tiny, calib, 8192)
+    with torch.inference_mode():
+        x = torch.tensor([held[0]])  # [1, S]
+        assert torch.equal(folded.model(input_ids=x).logits, candidate.model(input_ids=x).logits)
     broken = 0
     for name, module in candidate.model.named_modules():
         if (isinstance(module, TensorQuantizer) and name.endswith("weight_quantizer")
@@ -246,29 +255,53 @@ def test_verify_stage_compares_the_profile_candidate(tmp_path: Path, tiny: Path)
 
 
 @pytest.mark.slow
-def test_verify_fails_under_the_threshold(tiny_build: dict[str, Any], adapter: Path) -> None:
-    out = tiny_build["out"]
-    rate = tiny_build["report"]["parity"]["exact_match_rate"]
-    status = build("verify", "--config", "tiny-cpu", "--out", str(tiny_build["root"]), "--adapter",
-                   str(adapter), "--min-exact-match", str(min(1.0, rate + 0.01)))
+def test_verify_fails_under_the_profile_threshold_and_names_the_edits(
+        tiny_build: dict[str, Any], adapter: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The tiny model's FP8 outputs diverge from its float32 ones (chaotic logits), so a
+    profile asking for half of them identical fails the build, naming each edit."""
+    import yaml
+
+    from fastapply.examples import VALIDATION_EDITS, load_edits
+
+    text = (Path(layout.__file__).parent / "profiles" / "tiny-cpu.yaml").read_text()
+    profile = yaml.safe_load(text)  # same name and inputs: the same build folder
+    profile["verify"].update(data="validation", num_edits=3, max_tokens=8, min_identical=0.5,
+                             logits_edits=1)
+    path = tmp_path / "tiny-cpu.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    capsys.readouterr()
+    status = build("verify", "--config", str(path), "--out", str(tiny_build["root"]),
+                   "--adapter", str(adapter))
+    err = capsys.readouterr().err
     assert status == 1
-    entry = json.loads((out / "build-report.json").read_text())["stages"]["verify"]
-    assert entry["status"] == "failed" and "under the profile's threshold" in entry["error"]
+    entry = json.loads((tiny_build["out"] / layout.REPORT).read_text())["stages"]["verify"]
+    assert entry["status"] == "failed" and entry["parity"]["min_identical"] == 0.5
+    assert entry["parity"]["edits"] == 3 and entry["parity"]["identical"] < 2
+    assert "under verify.min_identical 0.5" in entry["error"] and entry["error"] in err
+    for rec in load_edits(VALIDATION_EDITS, limit=3):
+        row = next(r for r in entry["parity"]["per_edit"] if r["id"] == rec["id"])
+        if not row["identical"]:  # named, with where it diverged (or that it was cut)
+            assert f"{rec['id']} at token " in err or f"{rec['id']}: identical for" in err
 
 
 def test_parity_figures_from_mergers(tiny: Path) -> None:
     from transformers import AutoTokenizer
 
-    from fastapply.examples import load_edits
-
     tok = AutoTokenizer.from_pretrained(tiny)
-    recs = load_edits()[:2]
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    replace = "<<<<<<< SEARCH\nb = 2\n=======\nb = 3\n>>>>>>> REPLACE\n"
+    recs = [{"id": "kortix-edit", "original": "a = 1\nb = 2\n", "snippet": replace,
+             "updated": "a = 1\nb = 3\n"},
+            {"id": "morph-edit", "format": "morph", "original": "b = 2\n", "snippet": replace,
+             "updated": "b = 3\n"}]
 
-    class CopiesFirstSource:
-        """A runtime whose output is its request's first source (optionally off at 3)."""
+    class WritesTheMerge:
+        """A runtime that answers with its request's first source (the deterministic
+        merge, in the record's format) and a stop token; optionally one token off at 3."""
 
         context_limit = 4096
-        eos_token_id: int | list[int] | None = None
+        eos_token_id: int | list[int] | None = end
 
         def __init__(self, off_at_3: bool = False) -> None:
             self.off_at_3 = off_at_3
@@ -276,17 +309,109 @@ def test_parity_figures_from_mergers(tiny: Path) -> None:
         def generate(self, request: Any, on_tokens: Any = None) -> Any:
             from fastapply.decoding.speculate import Generation
 
-            out = request.sources[0][: request.max_new_tokens]
+            out = request.sources[0] + [end]
             if self.off_at_3:
                 out = out[:3] + [out[3] + 1] + out[4:]
-            return Generation(out, Stats())
+            budget = request.max_new_tokens
+            return Generation(out[:budget], Stats(finish_reason="stop" if len(out) <= budget
+                                                  else "length"))
 
-    same, off_at_3 = CopiesFirstSource(), CopiesFirstSource(off_at_3=True)
-    assert parity(recs, tok, "kortix", same, same, 10, 16)["exact_match_rate"] == 1.0
-    figures = parity(recs, tok, "kortix", same, off_at_3, 10, 16)
-    assert figures["exact_match_rate"] == 0.0
+    same, off_at_3 = WritesTheMerge(), WritesTheMerge(off_at_3=True)
+    figures = parity(recs, tok, "kortix", same, same, 64, 16)
+    assert (figures["identical_share"], figures["exact_rate_reference"]) == (1.0, 1.0)
+    assert [r["format"] for r in figures["per_edit"]] == ["kortix", "morph"]  # the record's
+    figures = parity(recs, tok, "kortix", same, off_at_3, 64, 16)
+    assert figures["identical"] == 0 and figures["exact_drop"] == 1.0
     assert [r["first_divergence"]["token_index"] for r in figures["per_edit"]] == [3, 3]
+    cut = parity(recs, tok, "kortix", same, same, 4, 16)  # same tokens, but neither ended
+    assert cut["identical"] == cut["exact_reference"] == 0 and cut["cut"] == 2
+    assert cut["per_edit"][0]["cut"] == ["reference", "quantized"]
+    # a budget of the true answer + a margin: the budget ends where the answer should
+    answer = len(tok.encode("<updated-code>a = 1\nb = 3\n</updated-code>"))
+    fits = parity(recs, tok, "kortix", same, same, 64, 16, answer_margin_tokens=1)
+    assert fits["per_edit"][0]["budget_tokens"] == answer + 2 and fits["identical"] == 2
+    assert fits["exact_reference"] == 2
     assert compare_edit(tok, [1, 2], [1, 2, 3])["first_divergence"]["token_index"] == 2
+
+
+def agreeing_figures(n: int) -> dict[str, Any]:
+    """Figures of ``n`` edits on which both models wrote the same, exact file."""
+    rows = [{"id": f"edit-{k}", "identical": True, "cut": [], "reference_exact": True,
+             "quantized_exact": True, "reference_tokens": 50, "quantized_tokens": 50}
+            for k in range(n)]
+    return {"edits": n, "identical": n, "identical_share": 1.0, "exact_reference": n,
+            "exact_quantized": n, "exact_rate_reference": 1.0, "exact_rate_quantized": 1.0,
+            "per_edit": rows}
+
+
+def diverge(figures: dict[str, Any], k: int, lose_exact: bool = False) -> None:
+    """Make edit ``k`` of ``figures`` diverge at token 7 (and lose its exact file)."""
+    row = figures["per_edit"][k]
+    row.update(identical=False, first_divergence={
+        "token_index": 7, "reference_text": "x = 1\n", "quantized_text": "x = 2\n"})
+    figures["identical"] -= 1
+    figures["identical_share"] = figures["identical"] / figures["edits"]
+    if lose_exact:
+        row["quantized_exact"] = False
+        figures["exact_quantized"] -= 1
+        figures["exact_rate_quantized"] = figures["exact_quantized"] / figures["edits"]
+
+
+def test_judge_counts_edits_and_names_those_that_diverged() -> None:
+    from fastapply.engine_build.profile import Verify
+    from fastapply.engine_build.verify_run import NAMED_IN_MESSAGE, judge
+
+    verify = Verify(min_identical=0.95, max_exact_drop=0.01)
+    figures = agreeing_figures(120)
+    for k in range(6):  # 114 of 120 identical: 0.95 exactly, which passes
+        diverge(figures, k, lose_exact=k == 0)  # one edit of 120 lost: under a point
+    assert judge(figures, verify) == []
+    diverge(figures, 6, lose_exact=True)  # 113 identical, two exact files lost
+    identical, exact = judge(figures, verify)
+    assert identical.startswith("identical outputs 113/120 (0.942) are under "
+                                "verify.min_identical 0.95; the 7 edits that diverged: "
+                                "edit-0 at token 7: reference 'x = 1\\n' / quantized "
+                                "'x = 2\\n'; edit-1 at token 7")
+    assert "edit-6 at token 7" in identical  # 7 named in the message
+    assert "exact rate 0.983 quantized against 1.000 reference: 1.7 points lost" in exact
+    assert "exact on the reference only: edit-0 at token 7" in exact and "edit-6" in exact
+    assert "edit-1 " not in exact
+    for k in range(7, 20):
+        diverge(figures, k)
+    many = judge(figures, verify)[0]
+    assert f"edit-{NAMED_IN_MESSAGE - 1} at" in many and f"edit-{NAMED_IN_MESSAGE} at" not in many
+    assert many.endswith(f"and {20 - NAMED_IN_MESSAGE} more (all in build-report.json)")
+    # an edit cut at the budget is not identical even where the tokens so far agree
+    cut = agreeing_figures(2)
+    cut["per_edit"][1].update(identical=False, cut=["reference", "quantized"])
+    cut["identical"], cut["identical_share"] = 1, 0.5
+    assert judge(cut, Verify(min_identical=0.95))[0].endswith(
+        "edit-1: identical for 50 tokens, then both were cut at the budget")
+
+
+def test_the_fp8_check_of_the_default_model_reads_its_thresholds_and_data() -> None:
+    from fastapply.engine_build.stages import resolve_verify_data, split_records
+    from fastapply.examples import VALIDATION_EDITS, load_edits
+
+    profile = load_profile("smollm2-135m")
+    verify = profile.verify
+    assert (verify.min_identical, verify.max_exact_drop) == (0.95, 0.01)
+    assert verify.min_logits_cosine > 0 and verify.num_edits >= 100
+    assert resolve_verify_data(verify.data) == VALIDATION_EDITS
+    calib, held, disjoint = split_records(profile)
+    assert len(held) == verify.num_edits and disjoint
+    # held-out edits of repositories neither trained on nor calibrated with, licence named
+    assert len({r["repo"] for r in held}) == 14
+    assert not {r["repo"] for r in held} & {r["repo"] for r in calib}
+    assert all(r["license"] and r["snippet"] and r["format"] for r in load_edits(VALIDATION_EDITS))
+
+
+def test_a_renamed_threshold_is_named_with_its_new_name(tmp_path: Path) -> None:
+    old = tmp_path / "old.yaml"
+    old.write_text("name: x\nverify:\n  min_exact_match: 0.9\n")
+    with pytest.raises(BuildError, match=r"verify.min_exact_match: renamed; write "
+                                         r"verify.min_identical"):
+        load_profile(str(old))
 
 
 # -- keyed builds and the published pointer ----------------------------------------------------
@@ -314,7 +439,7 @@ def test_a_rebuild_never_overwrites_the_published_build(
     assert stages.preflight(profile, root).out == published
     other = stages.preflight(dataclasses.replace(profile, max_seq_len=4097 * 2), root)
     assert other.out != published and other.out.parent == published.parent
-    profile.verify = dataclasses.replace(profile.verify, min_exact_match=0.5)
+    profile.verify = dataclasses.replace(profile.verify, min_identical=0.5)
     assert stages.preflight(profile, root).out == published
     # publishing switches the pointer in one rename and leaves the old build as it was
     layout.publish(root, other.out)
@@ -391,6 +516,35 @@ def test_llama_gets_a_trtllm_checkpoint_and_the_engine_command(
     assert f"trtllm-build --checkpoint_dir {ckpt} --output_dir {keyed / layout.ENGINE}" in err
     assert not (tmp_path / layout.CURRENT).exists()  # an unfinished build is not published
     assert "--use_fp8_context_fmha enable" in err
+
+
+@pytest.mark.slow
+def test_without_trtllm_build_all_still_runs_the_fp8_check(
+        tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A profile served by trtllm-engine, built where trtllm-build is missing: the engine
+    stage stops, what needs the engine is not run, the FP8 check is, nothing is published."""
+    import yaml
+
+    if shutil.which("trtllm-build"):
+        pytest.skip("trtllm-build is installed here")
+    text = (Path(layout.__file__).parent / "profiles" / "tiny-cpu.yaml").read_text()
+    profile = {**yaml.safe_load(text), "runtime": "trtllm-engine"}
+    profile["calibration"]["num_samples"] = 2
+    profile["verify"].update(num_edits=2, max_tokens=4, logits_edits=1)
+    path = tmp_path / "engine.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    status = build("all", "--config", str(path), "--out", str(tmp_path / "out"),
+                   "--model", str(tiny_llama), "--no-adapter")
+    out = capsys.readouterr().out
+    assert status == 3, out
+    assert "[4/5] render not run: it needs the engine" in out
+    assert "[5/5] verify ..." in out and "identical 0/2" in out
+    (keyed,) = (tmp_path / "out" / layout.BUILDS).iterdir()
+    stages = json.loads((keyed / layout.REPORT).read_text())["stages"]
+    assert {k: v["status"] for k, v in stages.items()} == {
+        "merge-lora": "skipped", "quantize": "done", "engine": "failed", "verify": "done"}
+    assert "trtllm-build --checkpoint_dir" in stages["engine"]["command"]
+    assert not (tmp_path / "out" / layout.CURRENT).exists()
 
 
 # -- bad input: refused before any heavy work ----------------------------------------------------

@@ -121,6 +121,18 @@ def check_adapter(adapter_dir: str | Path, model_config: dict[str, Any],
     return dict(adapter_cfg)
 
 
+def check_device(device: str) -> None:
+    """A profile for CUDA on a machine whose torch sees no CUDA device: say what to pass."""
+    if device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BuildError("the profile runs merge, calibration and verify on device cuda, but "
+                         "torch sees no CUDA device here: pass --device cpu (modelopt "
+                         "quantizes on CPU; slow for large models), or build on a GPU node")
+
+
 def check_calibration(path: str | Path | None, needed: int) -> int:
     """Read the calibration JSONL through (DataError -> BuildError); return its record count."""
     from fastapply.examples import DataError, load_edits

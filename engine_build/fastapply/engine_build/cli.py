@@ -5,11 +5,13 @@ in the build's own folder ``OUT/builds/KEY`` (see :mod:`.layout`); ``all`` runs 
 order with a progress line per stage and writes ``OUT/builds/KEY/build-report.json``.
 Once every stage is done the build is published: ``OUT/current`` is switched to it
 atomically. Every subcommand takes ``--config PROFILE`` (a shipped profile name or a YAML
-file) and ``--out DIR``; ``--model``, ``--adapter``, ``--calibration`` and ``--candidate``
-override the profile. Inputs are checked before any model is loaded.
+file) and ``--out DIR``; ``--model``, ``--adapter``, ``--calibration``, ``--device``,
+``--candidate`` and ``--min-identical`` override the profile. Inputs are checked before
+any model is loaded.
 
-Exit status: 0 done; 1 a stage failed (parity under the threshold included); 2 bad input;
-3 a tool is missing here (``trtllm-build``: the message names the container and command).
+Exit status: 0 done; 1 a stage failed (the FP8 check under a threshold included); 2 bad
+input; 3 a tool is missing here (``trtllm-build``: the message names the container and
+command; ``all`` still runs the stages that do not need it, the FP8 check included).
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="Hugging Face model directory (overrides the profile)")
     p.add_argument("--adapter", help="peft LoRA adapter directory (overrides the profile)")
     p.add_argument("--no-adapter", action="store_true", help="ignore the profile's adapter")
-    p.add_argument("--calibration", help="JSONL of edits for calibration and verify")
+    p.add_argument("--calibration", help="JSONL of edits for calibration (and for verify "
+                                         "where the profile names no verify.data)")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="where merge, calibration and verify run (overrides the profile)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,15 +64,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--candidate", choices=CANDIDATES,
                            help="what is compared with the reference (overrides the "
                                 "profile; default: modelopt's simulated FP8 on CPU)")
-            p.add_argument("--min-exact-match", type=float,
-                           help="parity threshold 0..1 (overrides the profile)")
+            p.add_argument("--min-identical", type=float,
+                           help="FP8 check: least share 0..1 of held-out edits whose "
+                                "quantized output is identical to the reference's "
+                                "(overrides the profile's verify.min_identical)")
 
 
 def make_profile(args: argparse.Namespace) -> Any:
     from fastapply.engine_build.profile import load_profile, with_overrides
 
     profile = load_profile(args.config)
-    profile = with_overrides(profile, model_dir=args.model, adapter_dir=args.adapter)
+    profile = with_overrides(profile, model_dir=args.model, adapter_dir=args.adapter,
+                             device=args.device)
     if args.no_adapter:
         profile = dataclasses.replace(profile, adapter_dir=None)
     if args.calibration:
@@ -76,9 +84,8 @@ def make_profile(args: argparse.Namespace) -> Any:
         profile.verify = dataclasses.replace(profile.verify, served=True)
     if getattr(args, "candidate", None):
         profile.verify = dataclasses.replace(profile.verify, candidate=args.candidate)
-    if getattr(args, "min_exact_match", None) is not None:
-        profile.verify = dataclasses.replace(profile.verify,
-                                             min_exact_match=args.min_exact_match)
+    if getattr(args, "min_identical", None) is not None:
+        profile.verify = dataclasses.replace(profile.verify, min_identical=args.min_identical)
     return profile.check()
 
 
@@ -87,19 +94,32 @@ def _summary(entry: dict[str, Any]) -> str:
         return f"skipped ({entry.get('reason', '')[:90]})"
     parity = entry.get("parity")
     if parity:
-        return (f"{entry['status']}: exact match {parity['exact_matches']}/{parity['edits']} "
-                f"({parity['exact_match_rate']:.2f}, threshold {parity['min_exact_match']})")
+        return (f"{entry['status']}: identical {parity['identical']}/{parity['edits']} "
+                f"({parity['identical_share']:.3f}, threshold {parity['min_identical']}); "
+                f"exact {parity['exact_rate_reference']:.3f} reference, "
+                f"{parity['exact_rate_quantized']:.3f} quantized (drop at most "
+                f"{parity['max_exact_drop']})")
     keys = ("merged_dir", "hf_checkpoint_dir", "engine_dir", "model_repository")
     artefact = next((entry[k] for k in keys if k in entry), "")
     return f"{entry['status']} {artefact}"
 
 
 def run_stages(build: Any, names: list[str]) -> int:
-    """Run ``names`` in order with a progress line each; the exit status."""
+    """Run ``names`` in order with a progress line each; the exit status.
+
+    When ``all`` finds trtllm-build missing, the stages that do not need the engine still
+    run (the FP8 check above all), then the build stops with status 3 unpublished; a
+    failed stage makes it 1.
+    """
     from fastapply.engine_build import stages
 
+    status = 0
     for i, name in enumerate(names, 1):
-        print(f"[{i}/{len(names)}] {name} ...", flush=True)
+        step = f"[{i}/{len(names)}] {name}"
+        if status == 3 and stages.needs_engine(build, name):
+            print(f"{step} not run: it needs the engine", flush=True)
+            continue
+        print(f"{step} ...", flush=True)
         func = None
         if name == "engine" and len(names) == 1:  # asked for by name: a missing tool stops
             def func(b: Any) -> dict[str, Any]:
@@ -107,19 +127,23 @@ def run_stages(build: Any, names: list[str]) -> int:
         try:
             entry = stages.run_stage(build, name, func)
         except ToolMissing as exc:
-            print(f"[{i}/{len(names)}] {name} stopped: {exc}", file=sys.stderr)
-            return 3
+            print(f"{step} stopped: {exc}", file=sys.stderr)
+            if name != "engine" or len(names) == 1:
+                return 3
+            print(f"{step}: trtllm-build is missing here; the stages that do not need the "
+                  f"engine still run, and the build is not published", flush=True)
+            status = 3
+            continue
         except BuildError as exc:
-            print(f"[{i}/{len(names)}] {name} failed: {exc}", file=sys.stderr)
+            print(f"{step} failed: {exc}", file=sys.stderr)
             return 1
-        print(f"[{i}/{len(names)}] {name} {entry['seconds']:.1f} s: {_summary(entry)}",
-              flush=True)
+        print(f"{step} {entry['seconds']:.1f} s: {_summary(entry)}", flush=True)
         if entry["status"] == "failed":
             print(f"fastapply build: {name} failed: {entry.get('error')}", file=sys.stderr)
             return 1
         if entry.get("message"):
             print(f"    note: {entry['message']}")
-    return 0
+    return status
 
 
 def run(args: argparse.Namespace) -> int:

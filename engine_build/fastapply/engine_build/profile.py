@@ -2,8 +2,9 @@
 
 A profile names the model, the optional LoRA adapter, the engine limits (input and
 sequence length in tokens, max draft length K, batch size), the calibration data and the
-parity threshold. ``load_profile("tiny-cpu")`` reads a shipped profile by name;
-``load_profile("my.yaml")`` reads a file. Command-line flags override fields afterwards.
+FP8 check (held-out edits and its thresholds). ``load_profile("tiny-cpu")`` reads a
+shipped profile by name; ``load_profile("my.yaml")`` reads a file. Command-line flags
+override fields afterwards.
 
 Files are validated with pydantic (types coerced where lossless, e.g. ``"2"`` -> 2;
 unknown fields refused), and every error names the file and the field.
@@ -43,24 +44,46 @@ class Calibration:
 
 @dataclass
 class Verify:
-    """Parity check of the quantized model against the reference."""
+    """The FP8 check: the quantized model's merges against the reference's."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")
 
-    #: Held-out edits (the records after the calibration ones).
+    #: JSONL of held-out edits. "validation": the validation sample shipped with fastapply
+    #: (fastapply/examples/validation.jsonl: repositories the model was not trained on);
+    #: None: the records of ``calibration.data`` after the calibration ones.
+    data: str | None = None
+    #: Held-out edits checked (the first ones of ``data``).
     num_edits: int = 32
-    #: Tokens generated per edit.
+    #: Most tokens generated per edit. An answer cut there is counted as neither
+    #: identical nor exact (never dropped), and named in the report.
     max_tokens: int = 2048
-    #: Fail below this exact-match rate (0..1).
-    min_exact_match: float = 0.9
+    #: Tokens an answer may run past the record's true answer before it is cut, when that
+    #: comes before ``max_tokens`` (it cannot be exact by then; a model that repeats itself
+    #: would otherwise run to ``max_tokens`` on both models). 0: ``max_tokens`` only.
+    answer_margin_tokens: int = 0
+    #: Fail below this share of edits whose quantized output is identical, token for
+    #: token, to the reference's (0..1).
+    min_identical: float = 0.9
+    #: Fail when the quantized model's exact rate (share of edits whose merged file is
+    #: the record's ``updated``) is more than this under the reference's (0..1; 0.01: one
+    #: point).
+    max_exact_drop: float = 0.01
     #: Fail below this mean cosine of quantized vs reference logits, teacher-forced on the
     #: held-out merges (0..1; measured where both models are at hand: fakequant). 0: off.
     min_logits_cosine: float = 0.0
+    #: Held-out edits read teacher-forced for the logits (the first ones; 0: all). Each
+    #: costs about what merging it costs, and a few thousand positions settle the mean.
+    logits_edits: int = 0
     #: Also check that merges served by tritonserver equal in-process merges.
     served: bool = False
     #: What is compared with the reference: fakequant (modelopt's simulated FP8, CPU) or
     #: a TensorRT-LLM runtime (trtllm-engine | trtllm-pytorch, GPU + TensorRT-LLM).
     candidate: str = "fakequant"
+
+
+#: Fields renamed since a release of the profiles: old name -> what to write instead.
+RENAMED = {"verify.min_exact_match": "verify.min_identical (the same figure: the share of "
+                                     "edits whose output is identical to the reference's)"}
 
 
 @dataclass
@@ -105,7 +128,13 @@ class Profile:
         if self.verify.candidate not in CANDIDATES:
             raise BuildError(f"profile {self.name}: verify.candidate {self.verify.candidate!r} "
                              f"is not one of {', '.join(CANDIDATES)}")
-        for key in ("min_exact_match", "min_logits_cosine"):
+        if self.verify.num_edits < 1 or self.verify.max_tokens < 1:
+            raise BuildError(f"profile {self.name}: verify.num_edits and verify.max_tokens "
+                             f"must be >= 1")
+        if self.verify.logits_edits < 0 or self.verify.answer_margin_tokens < 0:
+            raise BuildError(f"profile {self.name}: verify.logits_edits and "
+                             f"verify.answer_margin_tokens must be >= 0")
+        for key in ("min_identical", "max_exact_drop", "min_logits_cosine"):
             if not 0.0 <= getattr(self.verify, key) <= 1.0:
                 raise BuildError(f"profile {self.name}: verify.{key} must be in 0..1")
         return self
@@ -122,7 +151,9 @@ def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         where = ".".join(str(x) for x in err["loc"]) or "profile"
-        if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        if where in RENAMED:
+            parts.append(f"{where}: renamed; write {RENAMED[where]}")
+        elif err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
             parts.append(f"{where}: unknown field")
         else:
             parts.append(f"{where}: {err['msg']} (got {err['input']!r})")

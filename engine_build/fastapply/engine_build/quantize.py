@@ -34,8 +34,9 @@ QWEN2_MESSAGE = (
 
 
 def record_snippet(record: dict[str, Any]) -> str:
-    """The edit snippet of a record: lazy first, then search/replace, then udiff."""
-    for key in ("lazy_snippet", "search_replace", "udiff"):
+    """The edit snippet of a record: its own ``snippet`` (training and validation examples,
+    ``fastapply data sft``), else lazy, then search/replace, then udiff (corpus records)."""
+    for key in ("snippet", "lazy_snippet", "search_replace", "udiff"):
         if isinstance(record.get(key), str) and record[key].strip():
             return str(record[key])
     return str(record["updated"])
@@ -43,12 +44,15 @@ def record_snippet(record: dict[str, Any]) -> str:
 
 def merge_sequences(tokenizer: Any, prompt_format: str, records: Iterable[dict[str, Any]],
                     max_tokens: int, with_answer: bool = True) -> list[list[int]]:
-    """Token ids of merge prompts (+ the expected answer), skipping those over max_tokens."""
+    """Token ids of merge prompts (+ the expected answer), skipping those over max_tokens.
+
+    A record that names its own ``format`` (training and validation examples) is prompted
+    in it, the others in ``prompt_format``."""
     from fastapply.decoding import prompts
 
-    fmt = prompts.get_format(prompt_format)
     out: list[list[int]] = []
     for rec in records:
+        fmt = prompts.get_format(rec.get("format") or prompt_format)
         ids = prompts.build_prompt_ids(tokenizer, fmt, rec["original"], record_snippet(rec))
         if with_answer:
             ids += prompts.encode(tokenizer, fmt.expected_output(rec["updated"]))

@@ -41,7 +41,7 @@ class Build:
     model_config: dict[str, Any]
     #: Calibration records (the first calibration.num_samples of the data).
     calibration: list[dict[str, Any]] = field(default_factory=list)
-    #: Held-out records for verify (after the calibration ones).
+    #: Held-out records for verify (``verify.data``, or after the calibration ones).
     held_out: list[dict[str, Any]] = field(default_factory=list)
     #: Whether ``held_out`` really excludes the calibration records.
     held_out_disjoint: bool = True
@@ -103,16 +103,42 @@ def resolve_adapter_dir(value: str | None) -> str | None:
     return value
 
 
+def resolve_verify_data(value: str | None) -> Path | None:
+    """"validation": the validation sample shipped with fastapply; else the path given."""
+    if value == "validation":
+        from fastapply.examples import VALIDATION_EDITS
+
+        return VALIDATION_EDITS
+    return Path(value) if value else None
+
+
 def split_records(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
-    """(calibration, held-out, disjoint) records from the profile's calibration data."""
-    from fastapply.examples import load_edits
+    """(calibration, held-out, disjoint) records.
+
+    Held out: the first ``verify.num_edits`` of ``verify.data`` (refused when it has
+    fewer), or without it the calibration data's records after the calibration ones;
+    disjoint: no held-out record is a calibration record (same ``id``).
+    """
+    from fastapply.examples import DataError, load_edits
 
     records = load_edits(profile.calibration.data)
     calib = records[: profile.calibration.num_samples]
-    held = records[profile.calibration.num_samples:][: profile.verify.num_edits]
+    wanted = profile.verify.num_edits
+    path = resolve_verify_data(profile.verify.data)
+    if path is not None:
+        try:
+            held = load_edits(path, limit=wanted)
+        except DataError as exc:
+            raise BuildError(f"verify data: {exc}") from None
+        if len(held) < wanted:
+            raise BuildError(f"verify data {path}: {len(held)} records, fewer than "
+                             f"verify.num_edits {wanted}; lower num_edits or add edits")
+        ids = {r["id"] for r in calib}
+        return calib, held, not any(r["id"] in ids for r in held)
+    held = records[profile.calibration.num_samples:][:wanted]
     if held:
         return calib, held, True
-    return calib, records[-profile.verify.num_edits:], False
+    return calib, records[-wanted:], False
 
 
 def build_inputs(profile: Profile) -> dict[str, Any]:
@@ -133,6 +159,7 @@ def preflight(profile: Profile, root: Path) -> Build:
     adapter = resolve_adapter_dir(profile.adapter_dir)
     if adapter and adapter != "random":
         checks.check_adapter(adapter, config, model_dir)
+    checks.check_device(profile.device)
     checks.check_calibration(profile.calibration.data, profile.calibration.num_samples)
     calib, held, disjoint = split_records(profile)
     key = layout.build_key(profile.name, model_dir.resolve(), layout.gpu_type(),
@@ -247,6 +274,14 @@ def render_stage(build: Build) -> dict[str, Any]:
 
     out = render_repository(build.path(layout.MODEL_REPOSITORY), **render_params(build))
     return {"status": "done", "model_repository": str(out), "runtime": build.profile.runtime}
+
+
+def needs_engine(build: Build, stage: str) -> bool:
+    """Whether ``stage`` reads the engine: the repository rendered for trtllm-engine, and
+    verify with the engine as candidate (the default, simulated FP8, does not)."""
+    if stage == "render":
+        return build.profile.runtime == "trtllm-engine"
+    return stage == "verify" and build.profile.verify.candidate == "trtllm-engine"
 
 
 def verify_stage(build: Build) -> dict[str, Any]:

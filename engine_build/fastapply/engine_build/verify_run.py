@@ -10,6 +10,7 @@ Candidates:
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,8 +33,6 @@ class Build(Protocol):
     def merged_dir(self) -> Path: ...
 
     def path(self, name: str) -> Path: ...
-
-
 
 
 def _runtimes(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
@@ -67,16 +66,71 @@ def _runtimes(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
                                      max_draft_len=p.max_draft_len, context_limit=p.max_seq_len)
 
 
+#: Diverged edits named in the stage's error message; the report names them all.
+NAMED_IN_MESSAGE = 8
+
+
+def _short(text: str, limit: int = 64) -> str:
+    """``text`` as a one-line literal of at most about ``limit`` characters."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def describe_edit(row: dict[str, Any]) -> str:
+    """One edit that is not identical, in a line: its id, where and how it diverged.
+
+    >>> describe_edit({"id": "a/b@1:x.py", "identical": False, "cut": [],
+    ...     "first_divergence": {"token_index": 7, "reference_text": "x = 1\n",
+    ...                          "quantized_text": "x = 2\n"}})
+    "a/b@1:x.py at token 7: reference 'x = 1\\n' / quantized 'x = 2\\n'"
+    >>> describe_edit({"id": "c", "identical": False, "cut": ["reference", "quantized"],
+    ...                "reference_tokens": 900})
+    'c: identical for 900 tokens, then both were cut at the budget'
+    """
+    cut = row.get("cut") or []
+    div = row.get("first_divergence")
+    if div is None:
+        return (f"{row['id']}: identical for {row['reference_tokens']} tokens, then "
+                f"{'both were' if len(cut) == 2 else cut[0] + ' was'} cut at the budget")
+    text = (f"{row['id']} at token {div['token_index']}: reference "
+            f"{_short(div['reference_text'])} / quantized {_short(div['quantized_text'])}")
+    return text + (f" ({' and '.join(cut)} cut at the budget)" if cut else "")
+
+
+def name_edits(rows: list[dict[str, Any]], limit: int = NAMED_IN_MESSAGE) -> str:
+    """The first ``limit`` edits described, and how many more there are."""
+    named = "; ".join(describe_edit(r) for r in rows[:limit])
+    more = len(rows) - limit
+    return named + (f"; and {more} more (all in build-report.json)" if more > 0 else "")
+
+
 def judge(figures: dict[str, Any], verify: Any) -> list[str]:
-    """What fails the stage: each figure under its threshold, as a sentence."""
+    """What fails the stage, as sentences that name the edits concerned.
+
+    ``figures``: :func:`.verify.parity`'s (plus ``logits`` where measured); ``verify``:
+    the profile's thresholds. Compared in counts of edits, so 114 of 120 identical meets
+    0.95 and one edit of 100 lost is within a drop of 0.01.
+    """
     problems = []
-    if figures["exact_match_rate"] < verify.min_exact_match:
-        problems.append(f"exact-match rate {figures['exact_match_rate']:.3f} is under the "
-                        f"profile's threshold {verify.min_exact_match}")
+    n, rows = figures["edits"], figures["per_edit"]
+    if figures["identical"] + 1e-9 < verify.min_identical * n:
+        diverged = [r for r in rows if not r["identical"]]
+        problems.append(
+            f"identical outputs {figures['identical']}/{n} ({figures['identical_share']:.3f}) "
+            f"are under verify.min_identical {verify.min_identical}; the {len(diverged)} "
+            f"edits that diverged: {name_edits(diverged)}")
+    lost = figures["exact_reference"] - figures["exact_quantized"]
+    if lost > verify.max_exact_drop * n + 1e-9:
+        only_ref = [r for r in rows if r["reference_exact"] and not r["quantized_exact"]]
+        problems.append(
+            f"exact rate {figures['exact_rate_quantized']:.3f} quantized against "
+            f"{figures['exact_rate_reference']:.3f} reference: {100 * lost / n:.1f} points "
+            f"lost, more than verify.max_exact_drop {verify.max_exact_drop}; exact on the "
+            f"reference only: {name_edits(only_ref)}")
     logits = figures.get("logits")
     if logits and logits["logits_cosine_mean"] < verify.min_logits_cosine:
-        problems.append(f"logits cosine {logits['logits_cosine_mean']:.4f} is under the "
-                        f"profile's threshold {verify.min_logits_cosine}: the quantized "
+        problems.append(f"logits cosine {logits['logits_cosine_mean']:.4f} is under "
+                        f"verify.min_logits_cosine {verify.min_logits_cosine}: the quantized "
                         f"model's logits are off (check the FP8 scales and calibration)")
     return problems
 
@@ -95,18 +149,36 @@ def run_verify(build: Build) -> dict[str, Any]:
     p = build.profile
     if not (build.merged_dir / "config.json").is_file():
         raise BuildError(f"{build.merged_dir} is missing: run the merge-lora stage first")
+    cpu_start, start = time.process_time(), time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(build.merged_dir)
     reference, cand = _runtimes(build, tokenizer, p.verify.candidate)
+    setup_seconds = round(time.perf_counter() - start, 1)
+
+    def progress(k: int, row: dict[str, Any]) -> None:  # a line per edit in logs/verify.log
+        state = "identical" if row["identical"] else describe_edit(row)
+        print(f"edit {k}/{len(build.held_out)} {time.perf_counter() - start:.0f} s: {state}",
+              flush=True)
+
     figures = parity(build.held_out, tokenizer, p.prompt_format, reference, cand,
-                     p.verify.max_tokens, p.max_draft_len)
+                     p.verify.max_tokens, p.max_draft_len, progress=progress,
+                     answer_margin_tokens=p.verify.answer_margin_tokens)
+    figures["setup_seconds"] = setup_seconds  # loading both models, calibrating FP8
     figures.update(candidate=p.verify.candidate, held_out_disjoint=build.held_out_disjoint,
-                   min_exact_match=p.verify.min_exact_match)
+                   data=p.verify.data or f"calibration data after the first "
+                                         f"{p.calibration.num_samples}",
+                   min_identical=p.verify.min_identical,
+                   max_exact_drop=p.verify.max_exact_drop,
+                   diverged=[describe_edit(r) for r in figures["per_edit"] if not r["identical"]])
     if p.verify.candidate == "fakequant":
-        sequences = merge_sequences(tokenizer, p.prompt_format, build.held_out,
+        start = time.perf_counter()
+        read = build.held_out[: p.verify.logits_edits or None]
+        sequences = merge_sequences(tokenizer, p.prompt_format, read,
                                     p.calibration.max_prompt_tokens)
         figures["logits"] = {**logits_agreement(reference.model, cand.model, sequences),
-                             "min_logits_cosine": p.verify.min_logits_cosine}
+                             "min_logits_cosine": p.verify.min_logits_cosine,
+                             "seconds": round(time.perf_counter() - start, 1)}
     entry: dict[str, Any] = {"parity": figures}
+    figures["cpu_seconds"] = round(time.process_time() - cpu_start, 1)  # all threads
     problems = judge(figures, p.verify)
     if p.verify.served:
         entry["served"] = check_served(build.merged_dir, build.held_out, p.verify.max_tokens,
