@@ -138,8 +138,9 @@ class TorchSession:
         #: The probability the model gave each token it emitted, in order (the second
         #: witness's confidence: free, the logits are computed anyway).
         self.emitted_probs: list[float] = []
-        #: Top-1 probabilities of the last pass's positions (shape [S]).
-        self._probs: list[float] = []
+        #: Logits [S, vocab] and argmax ids [S] of the last pass.
+        self._logits: Any = None
+        self._preds: Any = None
         #: Prompt tokens whose keys and values came from the runtime's prompt cache.
         self.reused_prompt_tokens = 0
 
@@ -155,11 +156,17 @@ class TorchSession:
                            logits_to_keep=1 if last_only else 0)  # 0: every position
         self.cache = out.past_key_values
         self.cache_len += len(ids)
-        logits = out.logits[0]  # [S, vocab] ([1, vocab] with last_only)
-        preds = logits.argmax(dim=-1)  # [S]: the ids come from the logits, never the probs
-        probs = logits.float().softmax(dim=-1).gather(-1, preds[:, None])[:, 0]  # [S]
-        self._probs = probs.tolist()
-        return preds.tolist()
+        self._logits = out.logits[0]  # [S, vocab] ([1, vocab] with last_only)
+        self._preds = self._logits.argmax(dim=-1)  # [S]: ids from the logits, not the probs
+        return self._preds.tolist()
+
+    def _top_probs(self, n: int) -> list[float]:
+        """The top-1 probabilities of the last pass's first ``n`` positions: only the
+        positions whose tokens are emitted (a softmax over the 49k vocabulary for each of
+        a rejected draft's positions would be wasted; rows are independent, so the values
+        are the same)."""
+        logits, preds = self._logits[:n], self._preds[:n]
+        return logits.float().softmax(dim=-1).gather(-1, preds[:, None])[:, 0].tolist()
 
     def prefill(self) -> int:
         from transformers import DynamicCache
@@ -177,7 +184,7 @@ class TorchSession:
             rt.prompt_cache.store(self.prompt_ids, [(layer.keys, layer.values)
                                                     for layer in self.cache.layers])
         self.last = int(preds[-1])
-        self.emitted_probs.append(self._probs[-1])
+        self.emitted_probs.extend(self._top_probs(1))  # last_only: one position
         return self.last
 
     def step(self, draft: list[int]) -> list[int]:
@@ -194,7 +201,7 @@ class TorchSession:
             self.cache.crop(-rejected)
             self.cache_len = keep
         new = [*draft[:accepted], int(preds[accepted])]
-        self.emitted_probs.extend(self._probs[: accepted + 1])
+        self.emitted_probs.extend(self._top_probs(accepted + 1))
         self.last = new[-1]
         return new
 
