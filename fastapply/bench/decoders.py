@@ -181,11 +181,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ids = ids if stop is None else ids[: stop + 1]
         return ids, max(clock.puts, 1), clock.first or time.perf_counter()
 
-    settings = [(n, g) for n in args.prompt_lookup_tokens for g in args.prompt_lookup_ngram]
-    names = ["greedy", *(f"prompt_lookup[n={n},ngram={g}]" for n, g in settings),
-             "speculative_edits"]
+    settings = {f"prompt_lookup[n={n},ngram={g}]": (n, g)
+                for n in args.prompt_lookup_tokens for g in args.prompt_lookup_ngram}
+    names = ["greedy", *settings, "speculative_edits"]
     totals = {"greedy": _Totals(0), "speculative_edits": _Totals(k)}
-    totals.update({f"prompt_lookup[n={n},ngram={g}]": _Totals(n) for n, g in settings})
+    totals.update({name: _Totals(n) for name, (n, _) in settings.items()})
     calls: dict[str, Callable[[dict[str, Any], list[int], int], tuple[list[int], int, float]]]
     calls = {"greedy": lambda rec, prompt, budget: hf_generate(prompt, budget)}
 
@@ -194,8 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return lambda rec, prompt, budget: hf_generate(
             prompt, budget, prompt_lookup_num_tokens=n, max_matching_ngram_size=g)
 
-    for n, g in settings:
-        calls[f"prompt_lookup[n={n},ngram={g}]"] = lookup(n, g)
+    calls.update({name: lookup(n, g) for name, (n, g) in settings.items()})
 
     def speculative(rec: dict[str, Any], prompt: list[int], budget: int
                     ) -> tuple[list[int], int, float]:
@@ -236,12 +235,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      *(f"{ms:.0f}" for ms in row_ms),
                      "yes" if all(o == outputs["greedy"] for o in outputs.values()) else "NO"])
         print(f"[{len(rows)}/{len(edits)}]", *rows[-1], flush=True)  # progress: runs are long
-    short = ["greedy", *(f"pl{n}/{g}" for n, g in settings), "spec"]
+    short = ["greedy", *(f"pl{n}/{g}" for n, g in settings.values()), "spec"]
     print_table(["edit", "lines", "prompt_tok", "out_tok", "exact",
                  *(f"{s}_ms" for s in short), "identical"], rows)
     print()
     figures = {name: totals[name].figures(len(edits)) for name in names}
-    pl_best = max((f"prompt_lookup[n={n},ngram={g}]" for n, g in settings),
+    pl_best = max(settings,
                   key=lambda name: figures[name]["tokens_per_s_after_first"])
     cost = runtime.pass_cost_ms or measure_pass_cost(model, device, (1, 17, 33, 65, 129, 257),
                                                          repeats=2)
@@ -269,7 +268,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "edits": len(edits), "format": args.format, "max_lines": args.max_lines,
         "decoders": {"greedy": greedy, "prompt_lookup": {**pl, "setting": pl_best},
                      "speculative_edits": spec},
-        "prompt_lookup_settings": {n: f for n, f in figures.items() if n.startswith("prompt")},
+        "prompt_lookup_settings": {name: figures[name] for name in settings},
         "greedy_exact_rate": sum(r[4] == "yes" for r in rows) / len(rows),
         "speedup_after_first": {"vs_greedy": vs_greedy, "vs_prompt_lookup": vs_pl},
         "targets_met": vs_greedy >= 8 and vs_pl >= 2 and spec["identical_to_greedy"],
