@@ -3,8 +3,8 @@ same records: exact and served rates per snippet style and per language, and Rel
 six error categories approximated by rules.
 
 Each record of ``--data`` (corpus records: ``original``/``updated``/``language``/``path``)
-is cropped to a window around some of its changes (``--whole-lines``: short files are
-kept whole), exactly as the training examples are, and each style of ``--styles`` gives
+is sent as its whole file (the served unit), or, with ``--windows``, cropped to a window
+around some of its changes as the window training examples are; each style of ``--styles`` gives
 one snippet of that window. The model merges it once (policy ``model``: its raw output
 and lowest token probability); the deterministic merge reads it once; every policy of
 :data:`fastapply.decoding.witness.POLICIES` is then decided from those two readings offline.
@@ -47,6 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="model directory (default: the embedded default model)")
     p.add_argument("--max-lines", type=int, default=300,
                    help="records whose file is longer are skipped")
+    p.add_argument("--min-lines", type=int, default=0,
+                   help="records whose file is shorter are skipped")
+    p.add_argument("--windows", action="store_true",
+                   help="crop every file to a window around its changes (default: whole files)")
+    p.add_argument("--dtype", default="float32", help="float32 (the contract) or bfloat16")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threshold", type=float, default=0.5,
                    help="lowest token probability the confidence policies accept")
@@ -107,16 +112,17 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
 
         model = default_model_dir(quiet=False)
     service = FastApplyService(ServiceConfig(runtime="torch", model_dir=str(model),
-                                             policy="model"))
+                                             policy="model", dtype=args.dtype))
     cfg = SftConfig()
     rng = random.Random(args.seed)
     styles = args.styles.split(",")
-    recs = [r for r in load_edits(args.data) if r["original"].count("\n") <= args.max_lines]
+    recs = [r for r in load_edits(args.data)
+            if args.min_lines <= r["original"].count("\n") <= args.max_lines]
     rng.shuffle(recs)
     out: list[dict[str, Any]] = []
     for rec in recs[: args.limit]:
         original, updated = rec["original"], rec["updated"]
-        if original.count("\n") > cfg.whole_file_lines:
+        if args.windows:
             crop = window(original, updated, rng, cfg.max_lines, cfg.margin)
             if crop is None:
                 continue
@@ -137,6 +143,7 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
             except InvalidRequest as exc:
                 model_text, prob, stats = None, 0.0, {"error": str(exc)}
             row = {"id": rec["id"], "language": rec["language"], "style": style,
+                   "lines": original.count("\n"),
                    "original": original, "snippet": snippet, "updated": updated,
                    "model": model_text, "min_token_prob": prob, "det": det.text,
                    "det_certain": det.certain, "det_error": det.error, "stats": stats,
@@ -157,6 +164,20 @@ def _group(style: str) -> str:
     return "agent" if style in AGENT else style
 
 
+#: (name, most lines) of the file-length buckets whole files are reported in.
+LENGTH_BUCKETS = (("<=80 lines", 80), ("81-200 lines", 200), ("201-300 lines", 300),
+                  (">300 lines", 10**9))
+
+
+def length_bucket(lines: int) -> str:
+    """The length bucket of a file of ``lines`` lines.
+
+    >>> length_bucket(80), length_bucket(81), length_bucket(300)
+    ('<=80 lines', '81-200 lines', '201-300 lines')
+    """
+    return next(name for name, most in LENGTH_BUCKETS if lines <= most)
+
+
 def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
     """Served-exact and wrong-served rates per policy and style group; categories."""
     table: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
@@ -169,7 +190,8 @@ def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
                                                     if p not in ("model", "deterministic")]):
             d = decide(policy, row["model"], row["min_token_prob"], det, exact_format,
                        threshold)
-            for group in (_group(row["style"]), row["style"], "all"):
+            lines = row.get("lines", row["original"].count("\n"))
+            for group in (_group(row["style"]), row["style"], "all", length_bucket(lines)):
                 c = table[policy][group]
                 c["n"] += 1
                 if d.serve:
@@ -204,11 +226,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             args.save.write_text("")
         rows = readings(args)
     result = summarise(rows, args.threshold)
-    groups = ["lazy", "agent", "search_replace", "udiff", "all"]
-    print_table(["policy"] + [f"{g} exact/wrong" for g in groups],
-                [[p] + [f"{s[g]['served_exact']:.3f}/{s[g]['wrong_served']:.3f}"
-                        if g in s else "-" for g in groups]
-                 for p, s in result["policies"].items()])
+    for groups in (["lazy", "agent", "search_replace", "udiff", "all"],
+                   [name for name, _ in LENGTH_BUCKETS]):
+        print_table(["policy"] + [f"{g} exact/wrong" for g in groups],
+                    [[p] + [f"{s[g]['served_exact']:.3f}/{s[g]['wrong_served']:.3f}"
+                            if g in s else "-" for g in groups]
+                     for p, s in result["policies"].items()])
     print_table(["policy"] + list(CATEGORIES),
                 [[p] + [c.get(k, 0) for k in CATEGORIES]
                  for p, c in result["categories"].items()])

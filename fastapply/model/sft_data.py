@@ -2,9 +2,11 @@
 
 Each record of a corpus (see :mod:`fastapply.corpus`) gives one example: a crop of the
 file around some of its changes (:func:`~fastapply.corpus.agent_style.window`), or the
-whole file when it is short; a snippet of that change in one of :data:`STYLES`; and a
-prompt format (kortix or morph). The answer is the true updated crop, wrapped as the
-format's model writes it (``<updated-code>...</updated-code>`` for kortix). Everything
+whole file (up to :attr:`SftConfig.whole_file_lines`, about the longest file whose prompt
+and answer fit the model's 8,192-token context); a snippet of that change in one of
+:data:`STYLES`; and a prompt format (kortix or morph). The answer is the true updated crop
+(or file), wrapped as the format's model writes it (``<updated-code>...</updated-code>``
+for kortix). Everything
 is drawn from one ``random.Random(seed)`` in record order, so the same corpus and seed
 give the same file, byte for byte.
 
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,16 +39,24 @@ FORMATS: dict[str, float] = {"kortix": 0.75, "morph": 0.25}
 class SftConfig:
     """What one example may look like."""
 
-    #: chance that a short file is shown whole instead of cropped.
-    whole_file_chance: float = 0.08
-    #: files of at most this many lines may be shown whole.
-    whole_file_lines: int = 80
+    #: chance that a file of at most ``whole_file_lines`` is shown whole instead of cropped.
+    #: The served unit is a whole file, where a marker stands for hundreds of lines: with
+    #: this share most answer tokens come from whole files (:func:`mix` reports it).
+    whole_file_chance: float = 0.5
+    #: files of at most this many lines may be shown whole (~300 lines of code fill the
+    #: 8,192-token context with prompt and answer).
+    whole_file_lines: int = 300
+    #: records whose file has fewer lines are skipped (a whole-file-only set: 81, say).
+    min_lines: int = 0
+    #: only whole files: a record that cannot be shown whole is skipped.
+    whole_only: bool = False
     #: a crop holds the changes plus this many lines each side (drawn uniformly).
     margin: tuple[int, int] = (2, 12)
     #: crops longer than this many lines (after the change) are skipped.
     max_lines: int = 50
-    #: examples whose original + snippet + answer pass this many characters are skipped.
-    max_chars: int = 7000
+    #: examples whose original + snippet + answer pass this many characters are skipped
+    #: (the trainer's ``--max-tokens`` is the exact limit).
+    max_chars: int = 32000
 
 
 def _pick(rng: random.Random, weights: dict[str, float]) -> str:
@@ -75,8 +84,12 @@ def examples(records: Iterable[dict[str, Any]], seed: int = 0,
     rng = random.Random(seed)
     for rec in records:
         original, updated = rec["original"], rec["updated"]
-        whole = (original.count("\n") <= config.whole_file_lines
-                 and rng.random() < config.whole_file_chance)
+        n_lines = original.count("\n")
+        if n_lines < config.min_lines or (config.whole_only
+                                          and n_lines > config.whole_file_lines):
+            continue
+        whole = n_lines <= config.whole_file_lines and (
+            config.whole_only or rng.random() < config.whole_file_chance)
         if not whole:
             crop = window(original, updated, rng, config.max_lines, config.margin)
             if crop is None:
@@ -100,14 +113,64 @@ def examples(records: Iterable[dict[str, Any]], seed: int = 0,
 
 
 def write_examples(records: list[dict[str, Any]], out: Path, seed: int = 0,
-                   config: SftConfig = SftConfig(), variants: int = 1) -> Counter[str]:
-    """Write :func:`examples` to ``out`` (JSONL); return the count per style. With
-    ``variants`` > 1 every record is drawn again with seeds ``seed + 1``, ...: other
-    windows, styles and formats of the same changes."""
-    counts: Counter[str] = Counter()
+                   config: SftConfig = SftConfig(), variants: int = 1) -> dict[str, Any]:
+    """Write :func:`examples` to ``out`` (JSONL); return their :func:`mix` (characters
+    stand for tokens here; the trainer reports tokens). With ``variants`` > 1 every record
+    is drawn again with seeds ``seed + 1``, ...: other windows, styles and formats of the
+    same changes."""
+    kept: list[dict[str, Any]] = []
     with out.open("w", encoding="utf-8") as f:
         for k in range(variants):
             for ex in examples(records, seed + k, config):
-                counts[ex["style"]] += 1
+                kept.append({"style": ex["style"], "whole_file": ex["whole_file"],
+                             "lines": ex["original"].count("\n"),
+                             "tokens": len(ex["original"]) + len(ex["snippet"])
+                             + len(ex["updated"]), "answer_tokens": len(ex["updated"])})
                 f.write(json.dumps(ex, ensure_ascii=False) + "\n")
-    return counts
+    return mix(kept)
+
+
+#: (name, most lines) of the buckets :func:`mix` reports whole files in.
+BUCKETS = (("whole <=80", 80), ("whole 81-200", 200), ("whole 201-300", 300),
+           ("whole >300", 10**9))
+
+
+def bucket(whole_file: bool, lines: int) -> str:
+    """The mix bucket of an example: ``window``, or its whole file's length bucket.
+
+    >>> bucket(False, 500), bucket(True, 80), bucket(True, 81), bucket(True, 301)
+    ('window', 'whole <=80', 'whole 81-200', 'whole >300')
+    """
+    if not whole_file:
+        return "window"
+    return next(name for name, most in BUCKETS if lines <= most)
+
+
+def mix(kept: list[dict[str, Any]]) -> dict[str, Any]:
+    """Examples, tokens and answer tokens (and the share of all answer tokens) by bucket
+    and by style, from one dict per example: ``style``, ``whole_file``, ``lines``
+    (of the original), ``tokens``, ``answer_tokens``."""
+    total = sum(k["answer_tokens"] for k in kept) or 1
+    out: dict[str, Any] = {"examples": len(kept), "answer_tokens": total}
+    for name, key in (("by_bucket", lambda k: bucket(k["whole_file"], k["lines"])),
+                      ("by_style", lambda k: k["style"])):
+        rows: dict[str, dict[str, float]] = {}
+        for k in kept:
+            r = rows.setdefault(key(k), {"examples": 0, "tokens": 0, "answer_tokens": 0})
+            r["examples"] += 1
+            r["tokens"] += k["tokens"]
+            r["answer_tokens"] += k["answer_tokens"]
+        for r in rows.values():
+            r["answer_share"] = round(r["answer_tokens"] / total, 3)
+        out[name] = dict(sorted(rows.items()))
+    return out
+
+
+def mix_table(figures: dict[str, Any], unit: str = "tokens") -> str:
+    """:func:`mix` as a plain table, one row per bucket then per style."""
+    lines = [f"{'':16s} {'examples':>9s} {unit:>11s} {'answer ' + unit:>14s} {'share':>6s}"]
+    for name in ("by_bucket", "by_style"):
+        for key, r in figures[name].items():
+            lines.append(f"{key:16s} {r['examples']:9d} {r['tokens']:11d} "
+                         f"{r['answer_tokens']:14d} {r['answer_share']:6.3f}")
+    return "\n".join(lines)

@@ -43,6 +43,15 @@ class TrainConfig:
     grad_accum: int = 4
     max_tokens: int = 1400
     max_minutes: float = 0.0
+    #: examples per device batch; batches of more than one are grouped by length
+    batch_size: int = 1
+    #: "float32", "bf16" (autocast) or "auto": bf16 on CUDA and on CPUs with bf16
+    #: instructions (AMX / avx512_bf16), where it was measured to keep the loss curve
+    precision: str = "auto"
+    #: recompute activations in the backward pass (long examples in large batches on a GPU)
+    gradient_checkpointing: bool = False
+    #: a LoRA adapter to continue training (instead of a fresh one of ``lora_r``)
+    init_adapter: str = ""
     save_steps: int = 20
     log_steps: int = 5
     device: str = ""
@@ -85,25 +94,31 @@ def _collate(batch: list[dict[str, list[int]]]) -> dict[str, Any]:
             "attention_mask": torch.tensor(mask)}
 
 
-def load_rows(tokenizer: Any, path: Path, max_tokens: int) -> tuple[list[Any], int]:
-    """Tokenized examples of ``path`` no longer than ``max_tokens``; and how many were
-    left out for length."""
-    rows, skipped = [], 0
+def load_rows(tokenizer: Any, path: Path, max_tokens: int
+              ) -> tuple[list[Any], int, list[dict[str, Any]]]:
+    """Tokenized examples of ``path`` no longer than ``max_tokens``; how many were left
+    out for length; and what each kept one is (:func:`~fastapply.model.sft_data.mix`)."""
+    rows, skipped, kept = [], 0, []
     with path.open(encoding="utf-8") as f:
         for line in f:
-            ids, labels = tokenize_example(tokenizer, json.loads(line))
+            ex = json.loads(line)
+            ids, labels = tokenize_example(tokenizer, ex)
             if len(ids) > max_tokens:
                 skipped += 1
                 continue
             rows.append((ids, labels))
-    return rows, skipped
+            kept.append({"style": ex["style"], "whole_file": ex.get("whole_file", False),
+                         "lines": ex["original"].count("\n"), "tokens": len(ids),
+                         "answer_tokens": sum(1 for x in labels if x != -100)})
+    return rows, skipped, kept
 
 
-def _progress_callback(total_steps: int, log_path: Path, deadline: float | None) -> Any:
+def _progress_callback(total_steps: int, log_path: Path, clock: Any) -> Any:
     from transformers import TrainerCallback
 
     class Progress(TrainerCallback):
-        """Prints step, loss, tokens/s and time left; stops cleanly at the deadline."""
+        """Prints step, loss, tokens/s and time left; stops cleanly when the time budget
+        is spent (the schedule is annealed by then); writes the clock into checkpoints."""
 
         def __init__(self) -> None:
             self.start = time.monotonic()
@@ -113,16 +128,20 @@ def _progress_callback(total_steps: int, log_path: Path, deadline: float | None)
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             # a resumed run counts its rate from where it resumed
             self.start = time.monotonic()
+            clock.restart()
             self.first_step = state.global_step
             self.first_tokens = int(state.num_input_tokens_seen or 0)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
-            if deadline is not None and time.monotonic() > deadline:
-                print(f"time limit reached at step {state.global_step}: saving and stopping",
-                      flush=True)
+            if clock.budget_s and clock.fraction() >= 1.0:
+                print(f"time limit reached at step {state.global_step} (learning rate "
+                      "annealed): saving and stopping", flush=True)
                 control.should_save = True
                 control.should_training_stop = True
             return control
+
+        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            clock.save(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None,
                    **kw: Any) -> None:
@@ -132,13 +151,16 @@ def _progress_callback(total_steps: int, log_path: Path, deadline: float | None)
             done = state.global_step - self.first_step
             per_step = elapsed / done if done else 0.0
             left = (total_steps - state.global_step) * per_step
+            if clock.budget_s:
+                left = min(left, clock.budget_s - clock.spent_s())
             tokens = int(state.num_input_tokens_seen or 0) - self.first_tokens
             rate = tokens / elapsed if elapsed > 0 else 0.0
             line = {"step": state.global_step, "loss": round(float(logs["loss"]), 4),
                     "learning_rate": logs.get("learning_rate"),
                     "tokens_per_s": round(rate, 1), "elapsed_s": round(elapsed, 1),
-                    "time_left_s": round(left)}
+                    "spent_s": round(clock.spent_s(), 1), "time_left_s": round(left)}
             print(f"step {state.global_step}/{total_steps}  loss {line['loss']:.4f}  "
+                  f"lr {float(logs.get('learning_rate') or 0):.2e}  "
                   f"{line['tokens_per_s']} tokens/s  elapsed {elapsed / 60:.1f} min  "
                   f"left {left / 60:.1f} min", flush=True)
             with log_path.open("a") as f:
@@ -147,13 +169,49 @@ def _progress_callback(total_steps: int, log_path: Path, deadline: float | None)
     return Progress()
 
 
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes bf16 in hardware (AMX or avx512_bf16); without either,
+    bf16 autocast on a CPU is emulated and slower than float32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def use_bf16(precision: str, device: str) -> bool:
+    """bf16 autocast or float32, from ``--precision`` and the device."""
+    if precision not in ("auto", "bf16", "float32"):
+        raise ValueError(f"precision {precision!r}: use auto, bf16 or float32")
+    if precision != "auto":
+        return precision == "bf16"
+    return device.startswith("cuda") or cpu_has_bf16()
+
+
+def _model(cfg: TrainConfig, base: Path, dtype: Any) -> Any:
+    """The base with a fresh LoRA adapter, or with ``cfg.init_adapter`` made trainable."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.enable_input_require_grads()
+    if cfg.init_adapter:
+        return PeftModel.from_pretrained(model, cfg.init_adapter, is_trainable=True)
+    return get_peft_model(model, LoraConfig(
+        r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+        target_modules=list(cfg.targets), task_type="CAUSAL_LM"))
+
+
 def train(cfg: TrainConfig) -> Path:
     """Run (or resume) one fine-tuning run; return the shipped adapter's directory."""
     import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+    from transformers import AutoTokenizer, Trainer, TrainingArguments
 
     from fastapply.model.base import base_checkpoint
+    from fastapply.model.schedule import Clock, last_checkpoint, lr_factor
+    from fastapply.model.sft_data import mix, mix_table
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -161,36 +219,53 @@ def train(cfg: TrainConfig) -> Path:
     cfg.base = str(base)
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg.device = device
+    bf16 = use_bf16(cfg.precision, device)
     (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
     torch.manual_seed(cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    rows, skipped = load_rows(tokenizer, Path(cfg.data), cfg.max_tokens)
-    answer_tokens = sum(sum(1 for x in lab if x != -100) for _ids, lab in rows)
+    rows, skipped, kept = load_rows(tokenizer, Path(cfg.data), cfg.max_tokens)
+    if not rows:
+        raise ValueError(f"{cfg.data}: no example fits --max-tokens {cfg.max_tokens}")
+    answer_tokens = sum(k["answer_tokens"] for k in kept)
     print(f"{len(rows)} examples ({skipped} over {cfg.max_tokens} tokens left out), "
           f"{sum(len(i) for i, _ in rows)} tokens, {answer_tokens} of them answer tokens; "
-          f"device {device}", flush=True)
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
-    model = get_peft_model(model, LoraConfig(
-        r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-        target_modules=list(cfg.targets), task_type="CAUSAL_LM"))
+          f"device {device}, {'bf16 autocast' if bf16 else 'float32'}, "
+          f"batch {cfg.batch_size}", flush=True)
+    figures = mix(kept)
+    print(mix_table(figures), flush=True)
+    (out / "mix.json").write_text(json.dumps(figures, indent=1) + "\n")
+    # bf16 on CUDA: the weights themselves; on a CPU: float32 weights under autocast
+    dtype = torch.bfloat16 if bf16 and device.startswith("cuda") else torch.float32
+    model = _model(cfg, base, dtype)
     args = TrainingArguments(
-        output_dir=str(out), per_device_train_batch_size=1,
+        output_dir=str(out), per_device_train_batch_size=cfg.batch_size,
+        train_sampling_strategy="group_by_length" if cfg.batch_size > 1 else "random",
         gradient_accumulation_steps=cfg.grad_accum, learning_rate=cfg.learning_rate,
-        lr_scheduler_type="cosine", warmup_steps=cfg.warmup_steps, max_steps=cfg.max_steps,
+        max_steps=cfg.max_steps,
         logging_steps=cfg.log_steps, save_steps=cfg.save_steps, save_total_limit=2,
         seed=cfg.seed, data_seed=cfg.seed, report_to=[], disable_tqdm=True,
         dataloader_num_workers=0, include_num_input_tokens_seen=True,
-        use_cpu=not device.startswith("cuda"), bf16=device.startswith("cuda"))
-    deadline = time.monotonic() + cfg.max_minutes * 60 if cfg.max_minutes else None
-    trainer = Trainer(model=model, args=args, train_dataset=_Dataset(rows),
-                      data_collator=_collate,
-                      callbacks=[_progress_callback(cfg.max_steps, out / "train_log.jsonl",
-                                                    deadline)])
-    resume = any(out.glob("checkpoint-*"))
-    if resume:
-        print(f"resuming from the last checkpoint in {out}", flush=True)
-    trainer.train(resume_from_checkpoint=resume or None)
+        use_cpu=not device.startswith("cuda"), bf16=bf16)
+    resume = last_checkpoint(out)
+    clock = Clock(cfg.max_minutes * 60, Clock.spent_in(resume))
+
+    class _Trainer(Trainer):
+        def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+            if self.lr_scheduler is None:
+                opt: Any = optimizer or self.optimizer
+                self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+                    opt, lambda step: lr_factor(
+                        step, cfg.warmup_steps, cfg.max_steps, clock.fraction()))
+            return self.lr_scheduler
+
+    trainer = _Trainer(model=model, args=args, train_dataset=_Dataset(rows),
+                       data_collator=_collate,
+                       callbacks=[_progress_callback(cfg.max_steps, out / "train_log.jsonl",
+                                                     clock)])
+    if resume is not None:
+        print(f"resuming from {resume} ({clock.spent_before_s / 60:.1f} min spent)",
+              flush=True)
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     adapter = out / "adapter"
     save_adapter(model, adapter)
     return adapter
@@ -265,11 +340,18 @@ def add_arguments(p: Any) -> None:
     p.add_argument("--out", required=True, help="run directory (checkpoints, adapter, logs)")
     p.add_argument("--base", default="", help="base checkpoint (default: `fastapply model base`)")
     for name in ("seed", "lora_r", "lora_alpha", "max_steps", "grad_accum", "max_tokens",
-                 "save_steps", "log_steps", "warmup_steps"):
+                 "save_steps", "log_steps", "warmup_steps", "batch_size"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
     for name in ("learning_rate", "lora_dropout", "max_minutes"):
         p.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name))
     p.add_argument("--device", default="", help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--precision", default=d.precision, choices=("auto", "bf16", "float32"),
+                   help="bf16 autocast or float32 (auto: bf16 on CUDA and on CPUs with "
+                        "AMX / avx512_bf16)")
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="recompute activations in the backward pass (less memory)")
+    p.add_argument("--init-adapter", default="",
+                   help="continue training this LoRA adapter instead of a fresh one")
     p.add_argument("--valid", default="", help="examples of the validation split (`fastapply "
                                                "data sft VALID`): exact rates at the end")
     p.add_argument("--valid-limit", type=int, default=60,
