@@ -22,6 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: Examples per batch on CUDA when ``--batch-size`` is not given. gpu1 (README in the
+#: shared models) trained at 59k tokens/s with 32 windows of <= 2,048 tokens a batch on
+#: one H200; whole files run to 8,192 tokens, so a quarter as many examples (about the
+#: same tokens a batch: ~0.6 MB of bf16 activations a token, ~40 GB; estimated, not yet
+#: run on a GPU with whole files; ``--gradient-checkpointing`` where memory is short).
+GPU_BATCH = 8
+
 #: The linear layers LoRA adapts (every one of a Llama block).
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -43,8 +50,9 @@ class TrainConfig:
     grad_accum: int = 4
     max_tokens: int = 1400
     max_minutes: float = 0.0
-    #: examples per device batch; batches of more than one are grouped by length
-    batch_size: int = 1
+    #: examples per device batch (0: 1 on a CPU, GPU_BATCH on CUDA); batches of more than one
+    #: are grouped by length, so one batch holds examples of about one length
+    batch_size: int = 0
     #: "float32", "bf16" (autocast) or "auto": bf16 on CUDA and on CPUs with bf16
     #: instructions (AMX / avx512_bf16), where it was measured to keep the loss curve
     precision: str = "auto"
@@ -220,6 +228,7 @@ def train(cfg: TrainConfig) -> Path:
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg.device = device
     bf16 = use_bf16(cfg.precision, device)
+    cfg.batch_size = cfg.batch_size or (GPU_BATCH if device.startswith("cuda") else 1)
     (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
     torch.manual_seed(cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
