@@ -216,6 +216,21 @@ def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
                             for p, langs in by_lang.items()}}
 
 
+def choose_policy(policies: dict[str, dict[str, dict[str, float]]],
+                  max_wrong: float = 0.005) -> str | None:
+    """The policy that serves the most exact files over all readings with wrong served
+    at most ``max_wrong`` (0.5%), or None where none keeps it.
+
+    >>> choose_policy({"a": {"all": {"served_exact": 0.9, "wrong_served": 0.02}},
+    ...                "b": {"all": {"served_exact": 0.6, "wrong_served": 0.0}},
+    ...                "c": {"all": {"served_exact": 0.5, "wrong_served": 0.0}}})
+    'b'
+    """
+    ok = [(s["all"]["served_exact"], name) for name, s in policies.items()
+          if s["all"]["wrong_served"] <= max_wrong]
+    return max(ok)[1] if ok else None
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.load:
         rows = [json.loads(line) for line in args.load.open()]
@@ -235,7 +250,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print_table(["policy"] + list(CATEGORIES),
                 [[p] + [c.get(k, 0) for k in CATEGORIES]
                  for p, c in result["categories"].items()])
+    chosen = choose_policy(result["policies"])
+    print(f"policy serving the most with wrong served <= 0.5%: {chosen or 'none'}")
     result.update({"bench": "quality", "records": len({r["id"] for r in rows}),
+                   "chosen_policy": chosen,
                    "readings": len(rows), "threshold": args.threshold,
                    "model_s_total": round(sum(r["model_s"] for r in rows), 1)})
     return result
