@@ -20,7 +20,7 @@ MODULES = [
     "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.server.model_repo",
     "fastapply.server.http.guard", "fastapply.server.http.generate", "fastapply.server.http.checks",
     "fastapply.decoding.runtimes.prompt_cache", "fastapply.bench.ttft",
-    "fastapply.decoding.witness",
+    "fastapply.decoding.witness", "fastapply.service.inputs",
 ]
 
 

@@ -35,6 +35,7 @@ from fastapply.decoding.witness import (
     Reading,
 )
 from fastapply.metrics import Stats
+from fastapply.service.inputs import InvalidRequest, as_max_tokens, as_text
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -53,10 +54,6 @@ UNASKED_MARGIN_TOKENS = 64
 #: ask on the 2-core CPU machine): every 20 ms costs at most 0.6% of generation time,
 #: where every pass of a ~1 ms model would cost up to 10%.
 CANCEL_CHECK_PERIOD_S = 0.02
-
-
-class InvalidRequest(ValueError):
-    """Bad input: the message names the field and what to do about it."""
 
 
 class IncompleteOutput(InvalidRequest):
@@ -147,71 +144,6 @@ class ApplyResult:
 
     merged_code: str
     stats: Stats = field(default_factory=Stats)
-
-
-def as_text(name: str, value: str | bytes | None, *, required: bool = True) -> str | None:
-    """Decode one input field, naming it in the error.
-
-    >>> as_text("edit_snippet", b"x = 1")
-    'x = 1'
-    >>> as_text("edit_snippet", b"\\xff")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    fastapply.service.InvalidRequest: edit_snippet is not valid UTF-8 (byte 0: 0xff); ...
-    """
-    if value is None:
-        if required:
-            raise InvalidRequest(f"{name} is missing; send it as a UTF-8 string")
-        return None
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidRequest(
-                f"{name} is not valid UTF-8 (byte {exc.start}: 0x{value[exc.start]:02x}); "
-                f"send UTF-8 text") from None
-    return value
-
-
-def as_flag(name: str, value: object) -> bool:
-    """A boolean input (absent: False), refusing anything that is not a bool.
-
-    >>> as_flag("stream", None)
-    False
-    >>> as_flag("stream", "yes")
-    Traceback (most recent call last):
-    ...
-    fastapply.service.InvalidRequest: stream is 'yes' (str); send true or false
-    """
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise InvalidRequest(f"{name} is {value!r} ({type(value).__name__}); send true or false")
-    return value
-
-
-def as_max_tokens(value: object, limit: int | None) -> int | None:
-    """The output token budget: absent (None), or a whole number from 1 to ``limit``.
-
-    >>> as_max_tokens(512, 4096)
-    512
-    >>> as_max_tokens(5000, 4096)
-    Traceback (most recent call last):
-    ...
-    fastapply.service.InvalidRequest: max_tokens is 5000; send a number from 1 to 4096 (the \
-context limit in tokens), or leave it out (the answer may then be as long as the prompt)
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequest(f"max_tokens is {value!r} ({type(value).__name__}); send a whole "
-                             f"number of tokens, or leave it out")
-    if value < 1 or (limit is not None and value > limit):
-        allowed = (f"from 1 to {limit} (the context limit in tokens)" if limit is not None
-                   else "of at least 1")
-        raise InvalidRequest(f"max_tokens is {value}; send a number {allowed}, or leave it "
-                             f"out (the answer may then be as long as the prompt)")
-    return value
 
 
 def incomplete_message(stats: Stats, max_tokens: int | None, context_limit: int) -> str:
