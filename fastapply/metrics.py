@@ -24,9 +24,11 @@ DEFINITIONS: dict[str, str] = {
     "total_ms": "time from the request's start to its end, in ms",
     "tokens_per_s": "completion_tokens / total time, tokens per second",
     "chars_per_s": "characters of the merged file / total time, characters per second",
-    "finish_reason": "stop (the model ended), length (token budget reached) or merged "
-                     "(the deterministic merge was served); only stop and merged are a "
-                     "complete file, anything else is refused",
+    "finish_reason": "stop (the model ended), length (token budget reached), merged "
+                     "(the deterministic merge was served) or parted (stopped where the "
+                     "model left the deterministic merge, under a policy that serves only "
+                     "a file both agree on); only stop and merged are a complete file, "
+                     "anything else is refused",
     "min_token_prob": "lowest probability the model gave a token it wrote (1.0: not "
                       "reported), where it hesitated",
     "witness": "which reading was served: agree (model and deterministic merge wrote the "

@@ -7,12 +7,14 @@ from typing import Any
 import pytest
 from conftest import TINY_COMPLETE, TINY_SERVING
 
+from fastapply.decoding.witness import Reading
 from fastapply.examples import load_edits
 from fastapply.service import (
     ApplyResult,
     FastApplyService,
     IncompleteOutput,
     InvalidRequest,
+    Refused,
     RequestCancelled,
     ServiceConfig,
 )
@@ -217,6 +219,64 @@ def test_generation_stops_once_the_request_is_cancelled(
     with pytest.raises(RequestCancelled):  # not streaming: nothing else would notice
         spec.apply(*TINY_COMPLETE, is_cancelled=cancelled_on_third_question)
     assert len(asked) == 3  # it stopped at the check that said so, not at the end
+
+# -- what is served is decided as soon as it can be -----------------------------------
+
+
+def test_an_agreement_policy_refuses_at_the_first_divergence(tiny_services: Any) -> None:
+    # The random model never writes the deterministic merge: under the default policy a
+    # lazy snippet is refused where the readings part, not after the whole budget.
+    _, spec, make = tiny_services
+    agree = make(64, policy="agree_or_exact")
+    rec = load_edits()[0]
+    deltas: list[str] = []
+    with pytest.raises(Refused, match=r"read the snippet differently; nothing was merged: "
+                                      r"line \d+: the model wrote") as caught:
+        agree.apply(rec["original"], rec["lazy_snippet"], max_tokens=96, on_delta=deltas.append)
+    stopped = caught.value.partial
+    assert stopped is not None and stopped.stats.finish_reason == "parted"
+    assert not rec["updated"].startswith(stopped.merged_code)
+    assert rec["updated"].startswith("".join(deltas))  # only agreeing text was streamed
+    whole = merge_or_fragment(spec, rec["original"], rec["lazy_snippet"], max_tokens=96)
+    assert stopped.stats.forward_passes <= 3 < whole.stats.forward_passes
+    assert whole.merged_code.startswith(stopped.merged_code)  # what greedy wrote
+
+
+def test_an_agreeing_merge_is_served_token_for_token(tiny_services: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A deterministic reading equal to what the model writes: followed to the end, served.
+    plain, _, make = tiny_services
+    want = plain.apply(*TINY_COMPLETE)  # policy model, no drafts
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: Reading(want.merged_code, certain=True))
+    for k in (0, 64):
+        deltas: list[str] = []
+        got = make(k, policy="agree_or_exact").apply(*TINY_COMPLETE, on_delta=deltas.append)
+        assert got.merged_code == "".join(deltas) == want.merged_code
+        assert got.stats.completion_tokens == want.stats.completion_tokens
+        assert got.stats.witness == "agree" and got.stats.finish_reason == "stop"
+
+
+def test_what_the_model_cannot_change_is_answered_without_it(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, make = tiny_services
+    agree = make(64, policy="agree_or_exact")
+    rec = load_edits()[0]
+    deltas: list[str] = []
+    got = agree.apply(rec["original"], rec["search_replace"], on_delta=deltas.append)
+    assert got.merged_code == "".join(deltas) == rec["updated"]  # one delta, the file
+    assert got.stats.witness == "deterministic-exact" and got.stats.forward_passes == 0
+    unsure = "<<<<<<< SEARCH\nno such line\n=======\nx\n>>>>>>> REPLACE\n"
+    with pytest.raises(Refused, match="the deterministic merge is unsure") as caught:
+        make(64, policy="deterministic").apply(rec["original"], unsure)
+    assert caught.value.partial is None  # no model ran
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: Reading(None, error="no line matches"))
+    with pytest.raises(Refused, match=r"the deterministic merge refused it \(no line "
+                                      r"matches\)") as caught:
+        agree.apply(rec["original"], rec["lazy_snippet"])
+    assert caught.value.partial is None
+
 
 def test_the_client_shares_the_result_type_and_imports_no_torch() -> None:
     import subprocess

@@ -40,6 +40,8 @@ POLICIES: dict[str, str] = {
                                          "merge the model confidently reads otherwise is "
                                          "refused",
 }
+#: Why a file the two readings part on is refused.
+READ_DIFFERENTLY = "the model and the deterministic merge read the snippet differently"
 #: The shipped policy and its threshold (chosen on the validation split).
 DEFAULT_POLICY = "agree_or_exact"
 DEFAULT_THRESHOLD = 0.5
@@ -89,7 +91,7 @@ def parting(model_text: str, det_text: str, context: int = 2, most: int = 6) -> 
       b
     the deterministic merge wrote
       B
-    >>> parting("a\n", "a")
+    >>> parting("a\\n", "a")
     'the last line: one reading ends it with a newline, the other does not'
     """
     a, b = model_text.splitlines(), det_text.splitlines()
@@ -99,16 +101,16 @@ def parting(model_text: str, det_text: str, context: int = 2, most: int = 6) -> 
         return "the last line: one reading ends it with a newline, the other does not"
     _tag, i1, i2, j1, j2 = op
     where = f"line {i1 + 1}" if i2 - i1 <= 1 else f"lines {i1 + 1}-{i2}"
+    return (f"{where}: the model wrote\n{_show(a[i1:i2], most)}\n"
+            f"the deterministic merge wrote\n{_show(b[j1:j2], most)}")
 
-    def show(lines: list[str]) -> str:
-        if not lines:
-            return "  (nothing)"
-        cut = lines[:most]
-        more = f"\n  ... ({len(lines) - most} more lines)" if len(lines) > most else ""
-        return "\n".join("  " + s for s in cut) + more
 
-    return (f"{where}: the model wrote\n{show(a[i1:i2])}\n"
-            f"the deterministic merge wrote\n{show(b[j1:j2])}")
+def _show(lines: list[str], most: int) -> str:
+    """``lines`` indented, at most ``most`` of them."""
+    if not lines:
+        return "  (nothing)"
+    more = f"\n  ... ({len(lines) - most} more lines)" if len(lines) > most else ""
+    return "\n".join("  " + s for s in lines[:most]) + more
 
 
 def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
@@ -146,8 +148,7 @@ def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
     if policy == "confident":
         return Decision(False, message=f"the model was unsure (lowest token probability "
                                        f"{min_prob:.2f} < {threshold})")
-    return _refuse(model_text, det, "the model and the deterministic merge read the "
-                                    "snippet differently")
+    return _refuse(model_text, det, READ_DIFFERENTLY)
 
 
 def _refuse(model_text: str | None, det: Reading, why: str) -> Decision:
@@ -158,3 +159,119 @@ def _refuse(model_text: str | None, det: Reading, why: str) -> Decision:
     else:
         where = parting(model_text, det.text)
     return Decision(False, message=f"{why}; nothing was merged: {where}")
+
+
+#: What a policy needs of the model (:attr:`Plan.model`): nothing (the answer is decided
+#: without it), its output only as long as it is the deterministic text, or all of it.
+SKIP, UNTIL_PARTING, TO_END = "skip", "until_parting", "to_end"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a policy needs of the model, known from the deterministic reading alone."""
+
+    #: SKIP: ``decided`` is the answer, whatever the model would write (it is not run);
+    #: UNTIL_PARTING: only the deterministic text can be served, so generation stops,
+    #: refused, at the first character where the model's file leaves it (see
+    #: :class:`Agreement`); TO_END: the model's whole output (and its lowest token
+    #: probability) decides.
+    model: str
+    #: The answer when ``model`` is SKIP: the served merge or the refusal.
+    decided: Decision | None = None
+
+
+def plan(policy: str, det: Reading) -> Plan:
+    """What ``policy`` needs of the model, given the deterministic reading ``det`` (its
+    text, whether it is certain, whether the snippet is SEARCH/REPLACE or udiff only).
+
+    It agrees with :func:`decide` on every output the model could write; a policy that
+    serves a file both readings agree on, and nothing else, is settled by the first
+    character where the model leaves the deterministic text. Worked example, the default
+    policy ``agree_or_exact``:
+
+    >>> exact = Reading("a = 2\\n", certain=True, exact_format=True)
+    >>> plan("agree_or_exact", exact).decided.text  # a certain SEARCH/REPLACE merge
+    'a = 2\\n'
+    >>> plan("agree_or_exact", Reading("a = 2\\n", certain=True)).model  # a lazy snippet
+    'until_parting'
+    >>> plan("agree_or_exact", Reading(None, error="no line matches")).decided.serve
+    False
+    >>> plan("model", exact).model  # the model's output is served whatever it is
+    'to_end'
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+    if policy in ("model", "confident"):  # the model's output alone decides
+        return Plan(TO_END)
+    certain = det.text is not None and det.certain
+    if certain:
+        served = {"deterministic": "deterministic", "certain_or_agree": "deterministic-certain",
+                  "agree_or_exact": "deterministic-exact" if det.exact_format else ""}
+        if served.get(policy):
+            return Plan(SKIP, Decision(True, det.text or "", served[policy]))
+        # A confident model that reads a certain merge otherwise refuses it; an unsure
+        # one does not: how sure it is is known only at the end.
+        return Plan(TO_END if policy == "certain_unless_confident_disagree" else UNTIL_PARTING)
+    if policy in ("agree_or_confident", "model_unless_certain_disagree"):
+        return Plan(TO_END)  # an unsure or refused merge leaves it to the model
+    if policy == "deterministic":
+        return Plan(SKIP, _refuse(None, det, "the deterministic merge is unsure"))
+    if det.text is None:  # nothing for the model to agree with
+        return Plan(SKIP, _refuse(None, det, f"policy {policy} serves only a file the "
+                                             f"deterministic merge reads too"))
+    return Plan(UNTIL_PARTING)
+
+
+class Agreement:
+    """Follows the model's file as it grows, against the deterministic text.
+
+    ``feed`` takes each new piece of the file (what a stream would send: never a cut
+    character, never a tag that may still be closing) and says whether the file so far
+    is still a prefix of ``expected``. The cost is the length of the piece; once False,
+    no later text can make the files equal, so generation can stop.
+
+    >>> watch = Agreement("a = 2\\nb = 3\\n")
+    >>> watch.feed("a = 2\\nb"), watch.feed(" = 4\\n")
+    (True, False)
+    >>> print(watch.refusal().message)
+    the model and the deterministic merge read the snippet differently; nothing was \
+merged: line 2: the model wrote
+      b = 4
+    the deterministic merge wrote
+      b = 3
+    """
+
+    def __init__(self, expected: str) -> None:
+        #: The deterministic merge's text.
+        self.expected = expected
+        #: Characters of the model's file compared so far (all equal but maybe the last piece).
+        self.checked = 0
+        #: The model's file up to and including the piece that left ``expected``.
+        self.written: str | None = None
+
+    def feed(self, piece: str) -> bool:
+        """Compare the next piece of the model's file; False once it has left ``expected``."""
+        if self.written is not None:
+            return False
+        agrees = (self.checked + len(piece) <= len(self.expected)
+                  and self.expected.startswith(piece, self.checked))
+        if not agrees:
+            self.written = self.expected[:self.checked] + piece
+        self.checked += len(piece)
+        return agrees
+
+    def refusal(self, most: int = 6) -> Decision:
+        """The refusal once the model has left ``expected``: the line where the two part,
+        what the model wrote from there (``...`` where it was stopped inside a line) and
+        the deterministic merge's lines there, as :func:`decide` names them."""
+        written = self.written or ""
+        same = next((i for i, (a, b) in enumerate(zip(written, self.expected, strict=False))
+                     if a != b), min(len(written), len(self.expected)))
+        start = self.expected.rfind("\n", 0, same) + 1
+        mine = written[start:].splitlines() or [""]
+        if not written.endswith("\n"):
+            mine[-1] += " ..."
+        theirs = self.expected[start:].splitlines()[:len(mine)]
+        where = (f"line {self.expected.count(chr(10), 0, start) + 1}: the model wrote\n"
+                 f"{_show(mine, most)}\nthe deterministic merge wrote\n{_show(theirs, most)}")
+        return Decision(False, message=f"{READ_DIFFERENTLY}; nothing was merged: {where}")

@@ -14,8 +14,6 @@ Artefacts under ``--out``: ``checkpoint-N/`` (resumed from automatically), ``ada
 from __future__ import annotations
 
 import json
-import random
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -280,48 +278,6 @@ def train(cfg: TrainConfig) -> Path:
     return adapter
 
 
-def evaluate(base: Path, adapter: Path, examples_path: Path, limit: int,
-             out: Path) -> dict[str, Any]:
-    """Exact-match rate of base + ``adapter`` on ``limit`` examples (a seeded sample) of
-    ``examples_path`` (from ``fastapply data sft`` on the validation split), each merged
-    in its own prompt format through the served path (speculative decoding, float32,
-    policy ``model``: the model alone). Prints one line per example and the figures."""
-    from collections import Counter
-
-    from fastapply.model.default import merge_adapter
-    from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
-
-    merged = merge_adapter(base, adapter, out / "merged")
-    services: dict[str, Any] = {}
-    seen: Counter[str] = Counter()
-    exact: Counter[str] = Counter()
-    t0 = time.monotonic()
-    with examples_path.open(encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
-    rows = random.Random(0).sample(rows, min(limit, len(rows)))  # every repository, seeded
-    for ex in rows:
-        if ex["format"] not in services:
-            services[ex["format"]] = FastApplyService(ServiceConfig(
-                runtime="torch", model_dir=str(merged), device="cpu", dtype="float32",
-                prompt_format=ex["format"], policy="model"))
-        try:
-            got = services[ex["format"]].apply(ex["original"], ex["snippet"]).merged_code
-        except InvalidRequest:
-            got = None
-        for key in (ex["style"], ex["format"], "all"):
-            seen[key] += 1
-            exact[key] += int(got == ex["updated"])
-    figures = {"examples": seen["all"], "exact_rate": exact["all"] / max(1, seen["all"]),
-               "exact_rate_by_key": {k: round(exact[k] / seen[k], 3) for k in sorted(seen)},
-               "eval_s": round(time.monotonic() - t0, 1)}
-    for key in sorted(seen):
-        print(f"  {key:15s} {exact[key]:4d} / {seen[key]:<4d} exact", flush=True)
-    print(json.dumps(figures), flush=True)
-    (out / "validation.json").write_text(json.dumps(figures, indent=1) + "\n")
-    shutil.rmtree(merged, ignore_errors=True)
-    return figures
-
-
 def save_adapter(model: Any, path: Path) -> None:
     """Save the LoRA weights in float16 (half the bytes; the runtime loads them into the
     float32 base and merges)."""
@@ -361,12 +317,6 @@ def add_arguments(p: Any) -> None:
                    help="recompute activations in the backward pass (less memory)")
     p.add_argument("--init-adapter", default="",
                    help="continue training this LoRA adapter instead of a fresh one")
-    p.add_argument("--valid", default="", help="examples of the validation split (`fastapply "
-                                               "data sft VALID`): exact rates at the end")
-    p.add_argument("--valid-limit", type=int, default=60,
-                   help="validation examples merged at the end (default 60)")
-    p.add_argument("--evaluate-only", action="store_true",
-                   help="skip training: evaluate OUT/adapter on --valid")
 
 
 def run(args: Any) -> int:
@@ -376,16 +326,9 @@ def run(args: Any) -> int:
         print(f"fastapply train: {cfg.data}: no such file; build it with `fastapply data sft`",
               file=sys.stderr)
         return 2
-    adapter = Path(cfg.out) / "adapter"
-    if not args.evaluate_only:
-        adapter = train(cfg)
-        print(f"adapter written to {adapter}")
-    if args.valid:
-        from fastapply.model.base import base_checkpoint
-
-        base = Path(cfg.base) if cfg.base else base_checkpoint()
-        print(f"validation: {args.valid_limit} examples of {args.valid}", flush=True)
-        evaluate(base, adapter, Path(args.valid), args.valid_limit, Path(cfg.out))
+    adapter = train(cfg)
+    print(f"adapter written to {adapter} (measure it: python -m fastapply.bench adapter "
+          f"{adapter} --valid VALID)")
     return 0
 
 

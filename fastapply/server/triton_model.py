@@ -180,7 +180,8 @@ class FastApplyModel:
         )
         from fastapply.server import lifecycle
         from fastapply.server.model_repo import config_from_parameters
-        from fastapply.service import FastApplyService, InvalidRequest, RequestCancelled, as_flag
+        from fastapply.service import FastApplyService, InvalidRequest, RequestCancelled
+        from fastapply.service.inputs import as_flag
 
         model_config = json.loads(args["model_config"])
         if not pb_utils.using_decoupled_model_transaction_policy(model_config):

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from fastapply.decoding.witness import POLICIES, Reading, decide, deterministic_reading
+from fastapply.decoding.witness import (
+    POLICIES,
+    SKIP,
+    UNTIL_PARTING,
+    Agreement,
+    Reading,
+    decide,
+    deterministic_reading,
+    plan,
+)
 
 ORIGINAL = "def f():\n    a = 1\n    b = 2\n    return a + b\n"
 TRUE = ORIGINAL.replace("b = 2", "b = 3")
@@ -55,3 +64,75 @@ def test_an_unfinished_model_answer_is_never_served() -> None:
     assert decide("agree_or_exact", None, 1.0, det, exact_format=True).text == TRUE
     with pytest.raises(ValueError, match="unknown policy"):
         decide("vibes", TRUE, 1.0, det, exact_format=False)
+
+
+# -- what each policy needs of the model, known before it runs -------------------------
+
+#: The deterministic reading's states: refused, unsure, certain (lazy), certain (exact).
+READINGS = {
+    "refused": Reading(None, False, "no line of it matches"),
+    "unsure": Reading(TRUE, False, "two places match"),
+    "certain": Reading(TRUE, True),
+    "certain_exact": Reading(TRUE, True, exact_format=True),
+}
+#: policy -> what it needs of the model in each state, in READINGS' order ("serve" and
+#: "refuse" are decided without it).
+PLANS = {
+    "model": ("to_end", "to_end", "to_end", "to_end"),
+    "deterministic": ("refuse", "refuse", "serve", "serve"),
+    "agree": ("refuse", "until_parting", "until_parting", "until_parting"),
+    "agree_or_exact": ("refuse", "until_parting", "until_parting", "serve"),
+    "confident": ("to_end", "to_end", "to_end", "to_end"),
+    "agree_or_confident": ("to_end", "to_end", "until_parting", "until_parting"),
+    "model_unless_certain_disagree": ("to_end", "to_end", "until_parting", "until_parting"),
+    "certain_or_agree": ("refuse", "until_parting", "serve", "serve"),
+    "certain_unless_confident_disagree": ("refuse", "until_parting", "to_end", "to_end"),
+}
+
+
+def test_every_policy_has_a_plan_for_every_reading() -> None:
+    assert set(PLANS) == set(POLICIES)
+    for policy, wanted in PLANS.items():
+        for (state, det), want in zip(READINGS.items(), wanted, strict=True):
+            p = plan(policy, det)
+            got = p.model if p.decided is None else ("serve" if p.decided.serve else "refuse")
+            assert got == want, (policy, state)
+            assert (p.model == SKIP) == (p.decided is not None)
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_plan_agrees_with_decide_on_whatever_the_model_writes(policy: str) -> None:
+    # What the model could write: nothing complete, the deterministic text, another
+    # file; unsure or confident.
+    other = TRUE.replace("a + b", "a * b")
+    for state, det in READINGS.items():
+        p = plan(policy, det)
+        outcomes = {(m, prob): decide(policy, m, prob, det, det.exact_format)
+                    for m in (None, TRUE, other) for prob in (0.0, 1.0)}
+        if p.model == SKIP:  # decided: the model cannot change the answer
+            assert p.decided is not None
+            for (m, _), d in outcomes.items():
+                if m is not None:
+                    assert (d.serve, d.text) == (p.decided.serve, p.decided.text), state
+            if not p.decided.serve:
+                assert "nothing was merged" in p.decided.message
+        elif p.model == UNTIL_PARTING:  # served exactly when the model writes det.text
+            for (m, _), d in outcomes.items():
+                assert d.serve == (m is not None and m == det.text), (state, m)
+        else:  # the model's output or its probability changes the answer
+            assert len({(d.serve, d.text) for (m, _), d in outcomes.items()
+                        if m is not None}) > 1, state
+
+
+def test_agreement_stops_at_the_first_character_no_later_text_can_undo() -> None:
+    watch = Agreement("ab\ncd\n")
+    assert watch.feed("a") and watch.feed("b\nc")  # a piece may end mid-line
+    assert not watch.feed("x\n") and not watch.feed("d\n")  # once parted, parted
+    refusal = watch.refusal()
+    assert not refusal.serve
+    assert "line 2: the model wrote\n  cx\nthe deterministic merge wrote\n  cd" \
+        in refusal.message
+    longer = Agreement("ab\n")
+    assert longer.feed("ab\n") and not longer.feed("more")  # a file that goes on
+    assert "line 2: the model wrote\n  more ...\nthe deterministic merge wrote\n  " \
+           "(nothing)" in longer.refusal().message

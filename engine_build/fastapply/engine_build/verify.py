@@ -225,8 +225,11 @@ def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_token
     from fastapply.server.triton import TritonServer
     from fastapply.service import FastApplyService, IncompleteOutput, ServiceConfig
 
+    # policy model: both sides serve the model's whole output, the thing compared (the
+    # shipped policy answers certain SEARCH/REPLACE merges without the model, and stops
+    # lazy ones where the model leaves the deterministic merge, refused)
     params: dict[str, Any] = {"runtime": "torch", "model_dir": str(model_dir), "device": "cpu",
-              "dtype": "float32", "prompt_format": prompt_format}
+              "dtype": "float32", "prompt_format": prompt_format, "policy": "model"}
     repo = render_repository(Path(work_dir) / "served-check-repository", **params)
     local = FastApplyService(ServiceConfig(**params))
     mismatched: list[Any] = []

@@ -27,8 +27,15 @@ from fastapply.decoding.runtimes.prompt_cache import (
     DEFAULT_PROMPT_CACHE_ENTRIES,
     DEFAULT_PROMPT_CACHE_MB,
 )
-from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES, Reading
+from fastapply.decoding.witness import (
+    DEFAULT_POLICY,
+    DEFAULT_THRESHOLD,
+    POLICIES,
+    Decision,
+    Reading,
+)
 from fastapply.metrics import Stats
+from fastapply.service.inputs import InvalidRequest, as_max_tokens, as_text
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -49,10 +56,6 @@ UNASKED_MARGIN_TOKENS = 64
 CANCEL_CHECK_PERIOD_S = 0.02
 
 
-class InvalidRequest(ValueError):
-    """Bad input: the message names the field and what to do about it."""
-
-
 class IncompleteOutput(InvalidRequest):
     """The model ran out of room (max_tokens or the context) before it finished the file.
 
@@ -67,7 +70,13 @@ class IncompleteOutput(InvalidRequest):
 
 class Refused(InvalidRequest):
     """The two readings of the snippet part (see fastapply.decoding.witness): nothing is served,
-    and the message names the region where they part."""
+    and the message names the region where they part. ``partial``, where the model was
+    stopped at the first divergence, keeps what it wrote and its figures (diagnostics
+    only: it is not the file)."""
+
+    def __init__(self, message: str, partial: ApplyResult | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 class RequestCancelled(Exception):
@@ -135,71 +144,6 @@ class ApplyResult:
 
     merged_code: str
     stats: Stats = field(default_factory=Stats)
-
-
-def as_text(name: str, value: str | bytes | None, *, required: bool = True) -> str | None:
-    """Decode one input field, naming it in the error.
-
-    >>> as_text("edit_snippet", b"x = 1")
-    'x = 1'
-    >>> as_text("edit_snippet", b"\\xff")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    fastapply.service.InvalidRequest: edit_snippet is not valid UTF-8 (byte 0: 0xff); ...
-    """
-    if value is None:
-        if required:
-            raise InvalidRequest(f"{name} is missing; send it as a UTF-8 string")
-        return None
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidRequest(
-                f"{name} is not valid UTF-8 (byte {exc.start}: 0x{value[exc.start]:02x}); "
-                f"send UTF-8 text") from None
-    return value
-
-
-def as_flag(name: str, value: object) -> bool:
-    """A boolean input (absent: False), refusing anything that is not a bool.
-
-    >>> as_flag("stream", None)
-    False
-    >>> as_flag("stream", "yes")
-    Traceback (most recent call last):
-    ...
-    fastapply.service.InvalidRequest: stream is 'yes' (str); send true or false
-    """
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise InvalidRequest(f"{name} is {value!r} ({type(value).__name__}); send true or false")
-    return value
-
-
-def as_max_tokens(value: object, limit: int | None) -> int | None:
-    """The output token budget: absent (None), or a whole number from 1 to ``limit``.
-
-    >>> as_max_tokens(512, 4096)
-    512
-    >>> as_max_tokens(5000, 4096)
-    Traceback (most recent call last):
-    ...
-    fastapply.service.InvalidRequest: max_tokens is 5000; send a number from 1 to 4096 (the \
-context limit in tokens), or leave it out (the answer may then be as long as the prompt)
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequest(f"max_tokens is {value!r} ({type(value).__name__}); send a whole "
-                             f"number of tokens, or leave it out")
-    if value < 1 or (limit is not None and value > limit):
-        allowed = (f"from 1 to {limit} (the context limit in tokens)" if limit is not None
-                   else "of at least 1")
-        raise InvalidRequest(f"max_tokens is {value}; send a number {allowed}, or leave it "
-                             f"out (the answer may then be as long as the prompt)")
-    return value
 
 
 def incomplete_message(stats: Stats, max_tokens: int | None, context_limit: int) -> str:
@@ -341,7 +285,7 @@ class FastApplyService:
     def _apply_model(self, original: str, snippet: str, instruction: str | None,
                      max_tokens: int | None, on_delta: Callable[[str], None] | None,
                      cancelled: Callable[[], bool]) -> ApplyResult:
-        from fastapply.decoding import prompts
+        from fastapply.decoding import prompts, witness
         from fastapply.decoding.speculate import ContextLimitError, TextStream
 
         tok, runtime = self.tokenizer, self.runtime
@@ -349,22 +293,30 @@ class FastApplyService:
         self._refuse_stop_texts(original=original, snippet=snippet, instruction=instruction)
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
+        #: Follows the model's file where only the deterministic text can be served.
+        watch: witness.Agreement | None = None
+        passes, tokens = 0, 0
 
         def on_tokens(new: list[int]) -> None:  # after every forward pass
+            nonlocal passes, tokens
+            passes, tokens = passes + 1, tokens + len(new)
             if cancelled():
                 raise RequestCancelled
-            if text_stream.push(new) and on_delta is not None:
-                delta = extractor.feed(text_stream.text)
-                if delta:
+            if text_stream.push(new) and (on_delta is not None or watch is not None):
+                delta = extractor.feed(text_stream.text)  # the file's new certain part
+                if delta and watch is not None and not watch.feed(delta):
+                    # no later token can make it the deterministic text: refuse now
+                    raise Refused(watch.refusal().message, ApplyResult(watch.written or "", Stats(
+                        prompt_tokens=len(request.prompt_ids), completion_tokens=tokens,
+                        forward_passes=passes, finish_reason="parted")))
+                if delta and on_delta is not None:
                     on_delta(delta)
-
-        from fastapply.decoding.witness import deterministic_reading
 
         try:
             # a prompt far over the context is refused before the merge is run
             prompts.refuse_far_over(tok, (original, snippet, instruction or ""),
                                     runtime.context_limit)
-            reading = deterministic_reading(original, snippet)  # drafts and witness share it
+            reading = witness.deterministic_reading(original, snippet)  # drafts and witness
             request = prompts.build_request(
                 tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
                 max_new_tokens=max_tokens or runtime.context_limit,
@@ -373,6 +325,11 @@ class FastApplyService:
             if max_tokens is None:  # the answer restates at most what the prompt holds
                 request = replace(request, max_new_tokens=min(
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
+            plan = witness.plan(self.config.policy, reading)
+            if plan.decided is not None:  # whatever the model would write
+                return self._decided(plan.decided, on_delta)
+            if plan.model == witness.UNTIL_PARTING:
+                watch = witness.Agreement(reading.text or "")
             gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None
@@ -387,6 +344,17 @@ class FastApplyService:
                 f"the merged file is incomplete: the model ended its answer without "
                 f"{close}, so it may have stopped early; nothing is returned", result)
         return self._witness(reading, result, streamed=on_delta is not None)
+
+    @staticmethod
+    def _decided(decision: Decision, on_delta: Callable[[str], None] | None) -> ApplyResult:
+        """An answer the policy gives without the model: the deterministic merge, streamed
+        as one delta as the deterministic runtime does, or the refusal."""
+        if not decision.serve:
+            raise Refused(decision.message)
+        if on_delta is not None and decision.text:
+            on_delta(decision.text)
+        return ApplyResult(decision.text, Stats(finish_reason="merged",
+                                                witness=decision.witness))
 
     def _witness(self, det: Reading, result: ApplyResult, streamed: bool) -> ApplyResult:
         """Serve what the policy decides between the model's output and the
