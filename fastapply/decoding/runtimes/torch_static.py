@@ -100,18 +100,19 @@ class StaticKV:
         #: Recorded after each copy out of ``_host``: it is written again only once the
         #: last copy is done (prompt chunks are queued without reading anything back).
         self._copied: Any = None
+        layers: list[Any] = list(self.cache.layers)
         if not all(type(layer) is StaticLayer and hasattr(layer, "cumulative_length")
-                   for layer in self.cache.layers):
+                   for layer in layers):
             raise StaticCacheError(
                 f"{type(model).__name__}: its static cache is not plain full-attention "
-                f"layers with a write position (sliding windows, or a transformers older "
-                f"than 5.2x); serve it with --kv-cache dynamic")
+                f"layers with a write position (sliding windows, or a transformers whose "
+                f"StaticLayer has no cumulative_length; 5.24 has it); serve it with "
+                f"--kv-cache dynamic")
         with torch.inference_mode():
             # lengths[i]: layer i's write position; StaticLayer.update adds each pass's
             # length to it in place, and every pass sets it from its own input first
-            self.lengths = torch.zeros(len(self.cache.layers), dtype=torch.long,
-                                       device=device)
-            for i, layer in enumerate(self.cache.layers):
+            self.lengths = torch.zeros(len(layers), dtype=torch.long, device=device)
+            for i, layer in enumerate(layers):
                 layer.cumulative_length = self.lengths[i]
             self.run([0], 0)  # allocates the layers' tensors (lazily, on the first update)
         if graphs:
