@@ -214,3 +214,17 @@ def test_cuda_graph_replay_equals_eager(tokenizer, dtype):
             assert runs[1].token_ids == runs[0].token_ids == target
             if dtype == "float32":
                 assert runs[2].token_ids == target
+
+
+def test_the_service_config_chooses_the_cache():
+    from fastapply.server.model_repo import RenderError, config_from_parameters
+    from fastapply.service import ServiceConfig, make_runtime
+
+    assert ServiceConfig.kv_cache == "dynamic"
+    config, _ = config_from_parameters({"kv_cache": "static", "runtime": "torch",
+                                        "model_dir": str(ensure_tiny_model()),
+                                        "device": "cpu", "max_draft_len": "8"})
+    runtime = make_runtime(config)
+    assert isinstance(runtime, TorchRuntime) and runtime.static_kv is not None
+    with pytest.raises(RenderError, match="unknown kv_cache 'paged'"):
+        config_from_parameters({"kv_cache": "paged"})
