@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tiny-model", action="store_true",
                    help="serve the tiny random model built locally (torch runtime)")
     from fastapply.decoding.prompts import FORMATS
-    from fastapply.decoding.runtimes import RUNTIMES
+    from fastapply.decoding.runtimes import KV_CACHES, RUNTIMES
     from fastapply.decoding.witness import POLICIES
     from fastapply.service import ServiceConfig
 
@@ -95,6 +95,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"edited again (default {ServiceConfig.prompt_cache_mb}; 0: off)")
     p.add_argument("--prompt-cache-entries", type=int,
                    help=f"most prompts kept (default {ServiceConfig.prompt_cache_entries})")
+    p.add_argument("--kv-cache", choices=KV_CACHES,
+                   help=f"the torch runtime's KV cache (default {ServiceConfig.kv_cache}): "
+                        f"static holds one cache sized to the context (requests take turns) "
+                        f"and on CUDA replays each verification pass from a CUDA graph")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--grpc-port", type=_port, default=8001)
     p.add_argument("--http-port", type=_port, default=8000)
@@ -137,6 +141,7 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
         device=args.device, dtype=args.dtype, policy=getattr(args, "policy", None),
         prompt_cache_mb=getattr(args, "prompt_cache_mb", None),
         prompt_cache_entries=getattr(args, "prompt_cache_entries", None),
+        kv_cache=getattr(args, "kv_cache", None),
         threshold=getattr(args, "threshold", None))
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fastapply.decoding.runtimes import RUNTIMES, Runtime
+from fastapply.decoding.runtimes import KV_CACHES, RUNTIMES, Runtime
 from fastapply.decoding.runtimes.prompt_cache import (
     DEFAULT_PROMPT_CACHE_ENTRIES,
     DEFAULT_PROMPT_CACHE_MB,
@@ -113,6 +113,11 @@ class ServiceConfig:
     prompt_cache_mb: int = DEFAULT_PROMPT_CACHE_MB
     #: Most prompts the torch runtime's prompt cache keeps.
     prompt_cache_entries: int = DEFAULT_PROMPT_CACHE_ENTRIES
+    #: The torch runtime's KV cache: dynamic (a cache per request) or static (one cache
+    #: sized to the context, requests one at a time, passes replayed from CUDA graphs on
+    #: CUDA). Dynamic by default everywhere until the CUDA graph path has run on a GPU
+    #: (docs/benchmarks.md, "GPU").
+    kv_cache: str = "dynamic"
     #: Largest accepted input in bytes.
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     #: What a model runtime serves, given the model's output and the deterministic
@@ -133,6 +138,9 @@ class ServiceConfig:
         if self.prompt_cache_mb < 0 or self.prompt_cache_entries < 0:
             raise ValueError("prompt_cache_mb and prompt_cache_entries must be >= 0 "
                              "(0 turns prompt reuse off)")
+        if self.kv_cache not in KV_CACHES:
+            raise ValueError(f"unknown kv_cache {self.kv_cache!r}; use one of: "
+                             f"{', '.join(KV_CACHES)}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; use one of: "
                              f"{', '.join(POLICIES)}")
@@ -414,7 +422,8 @@ def make_runtime(config: ServiceConfig) -> Runtime:
                             context_limit=config.context_limit,
                             max_draft_len=config.max_draft_len,
                             prompt_cache_mb=config.prompt_cache_mb,
-                            prompt_cache_entries=config.prompt_cache_entries)
+                            prompt_cache_entries=config.prompt_cache_entries,
+                            kv_cache=config.kv_cache)
     trtllm_k = TRTLLM_DEFAULT_DRAFT_LEN if config.max_draft_len is None else config.max_draft_len
     if config.runtime == "trtllm-engine":
         from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime

@@ -37,7 +37,7 @@ from typing import Protocol
 # The loop defines the session protocol it drives; the runtimes implement it.
 from fastapply.decoding.speculate import Generation, GenerationRequest, Session, generate
 
-__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "TRTLLM_RUNTIMES", "Runtime", "Session",
+__all__ = ["KV_CACHES", "MODEL_RUNTIMES", "RUNTIMES", "TRTLLM_RUNTIMES", "Runtime", "Session",
            "SessionRuntime"]
 
 #: The runtime names a service can be configured with (the one list of them).
@@ -46,6 +46,9 @@ RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
 MODEL_RUNTIMES = RUNTIMES[1:]
 #: The runtimes that need TensorRT-LLM.
 TRTLLM_RUNTIMES = ("trtllm-engine", "trtllm-pytorch")
+#: The KV caches the torch runtime can run a session over (see ``torch`` and
+#: ``torch_static``).
+KV_CACHES = ("dynamic", "static")
 
 
 class Runtime(Protocol):

@@ -1,7 +1,11 @@
-"""The torch runtime: a transformers causal LM with a ``DynamicCache``.
+"""The torch runtime: a transformers causal LM with a ``DynamicCache`` or a static cache.
 
-CPU float32 is the default without a GPU; on CUDA the default dtype is bfloat16. After
-each verification pass the cache is cropped back to the accepted tokens. Positions come
+CPU float32 is the default without a GPU; on CUDA the default dtype is bfloat16. With the
+dynamic cache (the default), the cache is cropped back to the accepted tokens after each
+verification pass. With ``kv_cache="static"`` the session runs over the runtime's one
+static cache, and on CUDA its passes replay CUDA graphs
+(:mod:`fastapply.decoding.runtimes.torch_static`): there the cache length simply becomes
+the accepted length and later passes overwrite the rejected slots. Positions come
 from the cache length (transformers derives ``cache_position`` from it); no attention
 mask is passed, so the model applies its own causal mask over cache + new tokens (a mask
 covering only the new tokens silently gives wrong logits).
@@ -17,12 +21,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapply.decoding.runtimes import SessionRuntime
+from fastapply.decoding.runtimes import KV_CACHES, SessionRuntime
 from fastapply.decoding.runtimes.prompt_cache import (
     DEFAULT_PROMPT_CACHE_ENTRIES,
     DEFAULT_PROMPT_CACHE_MB,
     PromptCache,
 )
+from fastapply.decoding.runtimes.torch_static import PASS_BUCKETS, PREFILL_CHUNK, StaticKV
 
 
 class ModelLoadError(ValueError):
@@ -124,13 +129,11 @@ class TorchSession:
     """One request's KV cache. See :class:`fastapply.decoding.runtimes.Session`."""
 
     def __init__(self, runtime: TorchRuntime, prompt_ids: list[int]) -> None:
-        from transformers import DynamicCache
-
         self.runtime = runtime
         #: The prompt, run by ``prefill``.
         self.prompt_ids = prompt_ids
         #: Keys and values of every token already fed (prompt + accepted output).
-        self.cache: Any = DynamicCache(config=runtime.model.config)
+        self.cache: Any = self._open()
         #: The last output token: not yet in the cache, fed first by the next step.
         self.last: int | None = None
         #: Tokens in the cache.
@@ -143,6 +146,12 @@ class TorchSession:
         self._preds: Any = None
         #: Prompt tokens whose keys and values came from the runtime's prompt cache.
         self.reused_prompt_tokens = 0
+
+    def _open(self) -> Any:
+        """A fresh cache for this session."""
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.runtime.model.config)
 
     def _forward(self, ids: list[int], last_only: bool = False) -> Any:
         """Argmax token ids after each of ``ids`` (shape [len(ids)]; with ``last_only``,
@@ -168,21 +177,33 @@ class TorchSession:
         logits, preds = self._logits[:n], self._preds[:n]
         return logits.float().softmax(dim=-1).gather(-1, preds[:, None])[:, 0].tolist()
 
-    def prefill(self) -> int:
+    def _load_prefix(self, layers: list[tuple[Any, Any]]) -> None:
+        """Start the cache from a reused prompt prefix's keys and values (per layer)."""
         from transformers import DynamicCache
 
+        self.cache = DynamicCache(ddp_cache_data=layers, config=self.runtime.model.config)
+
+    def _prompt_layers(self) -> list[tuple[Any, Any]]:
+        """The prompt's keys and values per layer, to keep for reuse: the cache's own
+        tensors (a ``DynamicLayer`` only ever replaces them, never writes into them)."""
+        return [(layer.keys, layer.values) for layer in self.cache.layers]
+
+    def _truncate(self, keep: int) -> None:
+        """Keep the first ``keep`` tokens of the cache (``keep < cache_len``)."""
+        self.cache.crop(keep - self.cache_len)  # transformers 5: crop(-n) drops the last n
+        self.cache_len = keep
+
+    def prefill(self) -> int:
         rt, start = self.runtime, 0
         if rt.prompt_cache is not None:
             entry, start = rt.prompt_cache.lookup(self.prompt_ids)
             if entry is not None:
-                self.cache = DynamicCache(ddp_cache_data=entry.prefix(start),
-                                          config=rt.model.config)
+                self._load_prefix(entry.prefix(start))
                 self.cache_len = start
         self.reused_prompt_tokens = start
         preds = self._forward(self.prompt_ids[start:], last_only=True)
-        if rt.prompt_cache is not None:  # the prompt's own tensors: only ever replaced
-            rt.prompt_cache.store(self.prompt_ids, [(layer.keys, layer.values)
-                                                    for layer in self.cache.layers])
+        if rt.prompt_cache is not None:
+            rt.prompt_cache.store(self.prompt_ids, self._prompt_layers())
         self.last = int(preds[-1])
         self.emitted_probs.extend(self._top_probs(1))  # last_only: one position
         return self.last
@@ -196,10 +217,8 @@ class TorchSession:
         while accepted < len(draft) and draft[accepted] == preds[accepted]:
             accepted += 1
         keep += accepted
-        rejected = self.cache_len - keep
-        if rejected > 0:  # transformers 5: crop(-n) drops the last n tokens; crop(0) is not a no-op
-            self.cache.crop(-rejected)
-            self.cache_len = keep
+        if self.cache_len > keep:  # crop(0) is not a no-op in transformers 5: guarded
+            self._truncate(keep)
         new = [*draft[:accepted], int(preds[accepted])]
         self.emitted_probs.extend(self._top_probs(accepted + 1))
         self.last = new[-1]
@@ -209,19 +228,70 @@ class TorchSession:
         self.cache = None
 
 
+class StaticSession(TorchSession):
+    """A session over the runtime's static cache (:class:`.torch_static.StaticKV`),
+    which it holds from open to close: sessions of one runtime run one at a time."""
+
+    def _open(self) -> StaticKV:
+        kv = self.runtime.static_kv
+        assert kv is not None
+        kv.lock.acquire()
+        return kv
+
+    def _forward(self, ids: list[int], last_only: bool = False) -> Any:
+        if last_only:  # the prompt: in chunks
+            self._logits, self._preds = self.cache.prefill(ids, self.cache_len)
+        else:
+            self._logits, self._preds = self.cache.run(ids, self.cache_len)
+        self.cache_len += len(ids)
+        return self._preds.tolist()
+
+    def _load_prefix(self, layers: list[tuple[Any, Any]]) -> None:
+        import torch
+
+        with torch.inference_mode():
+            for layer, (keys, values) in zip(self.cache.cache.layers, layers, strict=True):
+                layer.keys[:, :, : keys.shape[2]].copy_(keys)
+                layer.values[:, :, : values.shape[2]].copy_(values)
+
+    def _prompt_layers(self) -> list[tuple[Any, Any]]:
+        # copies: the static tensors are written over by the next pass and session
+        n = self.cache_len
+        return [(layer.keys[:, :, :n].clone(), layer.values[:, :, :n].clone())
+                for layer in self.cache.cache.layers]
+
+    def _truncate(self, keep: int) -> None:
+        self.cache_len = keep  # the next pass writes over the rejected slots
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.lock.release()
+        self.cache = None
+
+
 class TorchRuntime(SessionRuntime):
     """A Hugging Face causal LM loaded with transformers.
 
     ``prompt_cache_mb`` and ``prompt_cache_entries`` bound the keys and values kept of
     recent prompts for reuse (0: none kept). Models whose cache is not plain growing
     layers (sliding-window attention drops old tokens) keep none.
+
+    ``kv_cache``: ``dynamic`` (a ``DynamicCache`` per session) or ``static`` (one static
+    cache of ``context_limit`` slots, sessions one at a time, the prompt in chunks of
+    ``prefill_chunk``). ``cuda_graphs`` (static only; default: on CUDA) replays each pass
+    from a CUDA graph captured at load for each of ``pass_buckets`` (default
+    :data:`.torch_static.PASS_BUCKETS` with graphs, none without), a pass padded to the
+    smallest that holds it; buckets without graphs pad eager passes the same way (tests).
     """
 
     def __init__(self, model_dir: str | Path, device: str | None = None,
                  dtype: str | None = None, context_limit: int | None = None,
                  max_draft_len: int | None = None,
                  prompt_cache_mb: float = DEFAULT_PROMPT_CACHE_MB,
-                 prompt_cache_entries: int = DEFAULT_PROMPT_CACHE_ENTRIES) -> None:
+                 prompt_cache_entries: int = DEFAULT_PROMPT_CACHE_ENTRIES,
+                 kv_cache: str = "dynamic", cuda_graphs: bool | None = None,
+                 pass_buckets: tuple[int, ...] | None = None,
+                 prefill_chunk: int = PREFILL_CHUNK) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -230,6 +300,15 @@ class TorchRuntime(SessionRuntime):
             raise ModelLoadError(f"{path}: not a model directory (no config.json); pass the "
                                  f"directory of a Hugging Face checkpoint")
         self.device, self.dtype = resolve_device_dtype(device, dtype)
+        if kv_cache not in KV_CACHES:
+            raise ModelLoadError(f"unknown kv cache {kv_cache!r}; use {' or '.join(KV_CACHES)}")
+        on_cuda = self.device.startswith("cuda")
+        graphs = kv_cache == "static" and (on_cuda if cuda_graphs is None else cuda_graphs)
+        if graphs and not on_cuda:
+            raise ModelLoadError("CUDA graphs need a CUDA device; use --device cuda, or "
+                                 "the static cache without graphs")
+        #: dynamic | static.
+        self.kv_cache = kv_cache
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
         #: The loaded model, in eval mode on its device.
         self.model: Any = model.to(self.device).eval()
@@ -238,21 +317,39 @@ class TorchRuntime(SessionRuntime):
         self.context_limit = min(model_limit, context_limit or model_limit)
         #: The model's EOS id(s) from its generation config.
         self.eos_token_id = getattr(self.model.generation_config, "eos_token_id", None)
+        #: The static cache every session runs over (None: a dynamic cache per session).
+        self.static_kv: StaticKV | None = None
+        if kv_cache == "static":
+            buckets = pass_buckets if pass_buckets is not None else \
+                (PASS_BUCKETS if graphs else ())
+            self.static_kv = StaticKV(self.model, self.device, self.context_limit,
+                                      buckets=buckets, graphs=graphs,
+                                      prefill_chunk=prefill_chunk)
         #: Milliseconds of a pass per length (1 + K) measured at load (empty when K was given).
         self.pass_cost_ms: dict[int, float] = {}
         if max_draft_len is None:
             lengths = tuple(1 + k for k in (0, *DRAFT_LENGTHS))
             cache_len = min(256, self.context_limit - lengths[-1] - 1)
             if cache_len > 0:
-                self.pass_cost_ms = measure_pass_cost(self.model, self.device, lengths,
-                                                      cache_len=cache_len, repeats=2)
+                self.pass_cost_ms = self.measure_pass_cost(lengths, cache_len, repeats=2)
             max_draft_len = choose_draft_len(self.pass_cost_ms)
         #: Largest draft per verification pass (K): given, or chosen from the pass cost.
         self.max_draft_len = max_draft_len
         #: Keys and values of recent prompts (None: reuse off).
         self.prompt_cache: PromptCache | None = None
-        if prompt_cache_mb > 0 and prompt_cache_entries > 0 and _reusable(self.model):
+        if prompt_cache_mb > 0 and prompt_cache_entries > 0 and \
+                (self.static_kv is not None or _reusable(self.model)):
             self.prompt_cache = PromptCache(int(prompt_cache_mb * 2**20), prompt_cache_entries)
 
+    def measure_pass_cost(self, lengths: tuple[int, ...], cache_len: int = 256,
+                          repeats: int = 5) -> dict[int, float]:
+        """Milliseconds of a verification pass of each length, over this runtime's cache
+        (see :func:`measure_pass_cost`; static: with its padding and graphs)."""
+        if self.static_kv is not None:
+            return self.static_kv.measure_pass_cost(lengths, cache_len, repeats)
+        return measure_pass_cost(self.model, self.device, lengths, cache_len, repeats)
+
     def session(self, prompt_ids: list[int]) -> TorchSession:
+        if self.static_kv is not None:
+            return StaticSession(self, prompt_ids)
         return TorchSession(self, prompt_ids)
