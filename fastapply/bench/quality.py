@@ -57,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lowest token probability the confidence policies accept")
     p.add_argument("--save", type=Path, help="write every reading here as it is made (JSONL)")
     p.add_argument("--load", type=Path, help="decide from readings saved by --save")
+    p.add_argument("--rerun-deterministic", action="store_true",
+                   help="with --load: read every snippet again with this checkout's "
+                        "deterministic merge (the model's readings are kept)")
 
 
 def category(output: str, truth: str, original: str, snippet: str) -> str:
@@ -234,6 +237,12 @@ def choose_policy(policies: dict[str, dict[str, dict[str, float]]],
 def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.load:
         rows = [json.loads(line) for line in args.load.open()]
+        if args.rerun_deterministic:
+            from fastapply.decoding.witness import deterministic_reading
+
+            for row in rows:
+                det = deterministic_reading(row["original"], row["snippet"])
+                row.update(det=det.text, det_certain=det.certain, det_error=det.error)
     else:
         if args.data is None:
             raise SystemExit("quality: pass --data FILE (or --load FILE)")
