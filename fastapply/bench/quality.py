@@ -52,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--windows", action="store_true",
                    help="crop every file to a window around its changes (default: whole files)")
     p.add_argument("--dtype", default="float32", help="float32 (the contract) or bfloat16")
+    p.add_argument("--no-model", action="store_true",
+                   help="the deterministic merge only (every model reading refused): what "
+                        "`deterministic` and `certain_or_agree` serve certain, on many more "
+                        "readings than the model's time allows")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threshold", type=float, default=0.5,
                    help="lowest token probability the confidence policies accept")
@@ -109,13 +113,15 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
     from fastapply.model.sft_data import SftConfig, snippet_of
     from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
 
-    model = args.model
-    if model is None:
-        from fastapply.model.default import default_model_dir
+    service = None
+    if not args.no_model:
+        model = args.model
+        if model is None:
+            from fastapply.model.default import default_model_dir
 
-        model = default_model_dir(quiet=False)
-    service = FastApplyService(ServiceConfig(runtime="torch", model_dir=str(model),
-                                             policy="model", dtype=args.dtype))
+            model = default_model_dir(quiet=False)
+        service = FastApplyService(ServiceConfig(runtime="torch", model_dir=str(model),
+                                                 policy="model", dtype=args.dtype))
     cfg = SftConfig()
     rng = random.Random(args.seed)
     styles = args.styles.split(",")
@@ -138,11 +144,13 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
             t0 = time.perf_counter()
             # an answer longer than the true file by more than 64 tokens cannot be exact:
             # it is cut there (counted as refused) instead of running on
-            budget = len(service.tokenizer.encode(updated)) + 64
+            model_text, prob, stats = None, 0.0, {"error": "--no-model"}
             try:
-                res = service.apply(original, snippet, max_tokens=budget)
-                model_text, prob, stats = res.merged_code, res.stats.min_token_prob, \
-                    res.stats.to_dict()
+                if service is not None:
+                    budget = len(service.tokenizer.encode(updated)) + 64
+                    res = service.apply(original, snippet, max_tokens=budget)
+                    model_text, prob, stats = res.merged_code, res.stats.min_token_prob, \
+                        res.stats.to_dict()
             except InvalidRequest as exc:
                 model_text, prob, stats = None, 0.0, {"error": str(exc)}
             row = {"id": rec["id"], "language": rec["language"], "style": style,
