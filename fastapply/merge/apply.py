@@ -298,7 +298,7 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
     shows it edits it like any text (a commit may remove it)."""
     bom = BOM if original.startswith(BOM) and BOM not in snippet else ""
     original = original[len(bom):]
-    plan = tabs_for_spaces(parse_edit(snippet), original)
+    plan = tabs_for_spaces(parse_edit(snippet, original), original)
     result = merge(original, plan, budget)
     found = review(plan, original, result.text)
     if found:

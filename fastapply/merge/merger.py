@@ -31,6 +31,8 @@ from fastapply.merge.text import (
 #: whole file if its first line is the file's or one of the next EDGE_LINES non-blank
 #: lines (the lines before it were removed; likewise at the end).
 EDGE_LINES = 3
+#: ... or, edited at both ends, if it is at least 1/WHOLE of the file's length.
+WHOLE = 1.1
 #: SEARCH blocks (and diff hunks) found by scanning the file; after them an index of its
 #: lines is built (it costs about two scans and makes every later search cheap).
 SCANS = 4
@@ -390,8 +392,10 @@ class _Merger:
         at least as long as the file, or when it is at least half as long, one of its
         ends is the file's (indentation included) and its other end is a line the file
         lacks or has only within EDGE_LINES non-blank lines of that end (a whole file
-        edited in its first or last lines, not a block that ends the file); otherwise it
-        is a fragment anchored where its lines match.
+        edited in its first or last lines, not a block that ends the file); also when
+        neither end is the file's but both are such lines and it is nearly as long as the
+        file (1/WHOLE of it: a whole file edited at both ends, less a few lines);
+        otherwise it is a fragment anchored where its lines match.
         """
         ends = [s.strip() for s in seg if s.strip()]
         file_ends = [s.strip() for s in self.orig if s.strip()]
@@ -403,10 +407,16 @@ class _Merger:
         exact = [s.rstrip() for s in seg if s.strip()]
         file_exact = [s.rstrip() for s in self.orig if s.strip()]
         first, last = exact[0] == file_exact[0], exact[-1] == file_exact[-1]
-        if 2 * len(seg) < self.eof or not (first or last):
+        if 2 * len(seg) < self.eof:
             return False
-        other, lines = (ends[-1], file_ends[::-1]) if first else (ends[0], file_ends)
-        return other not in lines or lines.index(other) <= EDGE_LINES
+
+        def near(line: str, lines: list[str]) -> bool:  # lines from the end it is at
+            return line not in lines or lines.index(line) <= EDGE_LINES
+
+        if first or last:
+            return near(ends[-1], file_ends[::-1]) if first else near(ends[0], file_ends)
+        return WHOLE * len(seg) >= self.eof and near(ends[0], file_ends) and \
+            near(ends[-1], file_ends[::-1])
 
     def _unplaced(self, seg: list[str], hunk: Hunk) -> None:
         """No line of the segment is in the original: whole new file, or inserted."""
