@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from fastapply.merge import formats
+from fastapply.merge.blocks import replace_block
 from fastapply.merge.costs import WorkBudget
 from fastapply.merge.definitions import opens_block
 from fastapply.merge.edits import parse_edit
@@ -75,7 +76,7 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
         if hunk.kind == "lazy":
             m.lazy_segment(hunk)
         else:
-            m.replace_block(hunk)
+            replace_block(m, hunk)
     return m
 
 
