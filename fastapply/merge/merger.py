@@ -171,17 +171,21 @@ class _Merger:
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
-        if hunk.marker_before and hunk.marker_after and seg == self.orig[start:end] and \
-                hunk.number not in self.anchored and not (self.anchored and opens_block(
-                    [s for s in seg if s.strip()])):
+        solid = [s for s in seg if s.strip()]
+        if hunk.marker_before and hunk.marker_after and \
+                solid == [s for s in self.orig[start:end] if s.strip()] and \
+                hunk.number not in self.anchored and not (self.anchored and
+                                                          opens_block(solid)):
             # Every segment of a lazy snippet shows a change; one between markers found
-            # as it stands was placed where the change it shows (most often a deletion
+            # as it stands (blank lines aside: a blank line more or less is no edit a
+            # writer shows) was placed where the change it shows (most often a deletion
             # shown by two neighbours, read as kept: see DROP_DEF) does not happen. (In a
             # snippet from a signature, the start of another block may show none.)
             self.idle.append(Uncertainty(start + 1, (
                 f"{hunk.label}: each of its lines was found as it stands at lines "
-                f"{start + 1}-{end}, so the change it shows (a deletion?) was not read; "
-                f"show a unique line of unchanged context on each side of the change")))
+                f"{start + 1}-{end} (blank lines aside), so the change it shows (a "
+                f"deletion?) was not read; show a unique line of unchanged context on "
+                f"each side of the change")))
         self.pos = end
         self.drops += p.drops
         key = key_loose if loose else key_exact
