@@ -20,6 +20,7 @@ from fastapply.merge.text import (
     _indent,
     _reindent,
     _Replacement,
+    inner,
     kept_lines,
 )
 
@@ -171,21 +172,21 @@ class _Merger:
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
-        solid = [s for s in seg if s.strip()]
         if hunk.marker_before and hunk.marker_after and \
-                solid == [s for s in self.orig[start:end] if s.strip()] and \
-                hunk.number not in self.anchored and not (self.anchored and
-                                                          opens_block(solid)):
+                inner(seg) == inner(self.orig[start:end]) and \
+                hunk.number not in self.anchored and not (self.anchored and opens_block(
+                    [s for s in seg if s.strip()])):
             # Every segment of a lazy snippet shows a change; one between markers found
-            # as it stands (blank lines aside: a blank line more or less is no edit a
-            # writer shows) was placed where the change it shows (most often a deletion
-            # shown by two neighbours, read as kept: see DROP_DEF) does not happen. (In a
-            # snippet from a signature, the start of another block may show none.)
+            # as it stands (blank lines beside its markers aside: they are the snippet's
+            # layout) was placed where the change it shows (most often a deletion shown by
+            # two neighbours, read as kept: see DROP_DEF) does not happen. (In a snippet
+            # from a signature, the start of another block may show none.) A blank line
+            # added or removed inside it is an edit (spacing between two definitions).
             self.idle.append(Uncertainty(start + 1, (
                 f"{hunk.label}: each of its lines was found as it stands at lines "
-                f"{start + 1}-{end} (blank lines aside), so the change it shows (a "
-                f"deletion?) was not read; show a unique line of unchanged context on "
-                f"each side of the change")))
+                f"{start + 1}-{end} (blank lines beside the markers aside), so the change "
+                f"it shows (a deletion?) was not read; show a unique line of unchanged "
+                f"context on each side of the change")))
         self.pos = end
         self.drops += p.drops
         key = key_loose if loose else key_exact

@@ -41,8 +41,23 @@ class Handlers(dict):
 '''
     got = apply_snippet(HANDLERS, snippet)
     assert "def helper" in got.text
-    assert any("blank lines aside" in u.message for u in got.uncertain)
+    assert any("blank lines beside the markers aside" in u.message for u in got.uncertain)
 
+
+
+def test_a_blank_line_removed_inside_a_segment_is_an_edit() -> None:
+    # Spacing between two definitions is what this segment changes: certain. (Only the
+    # blank lines beside its markers are the snippet's layout.)
+    snippet = '''# ... existing code ...
+def helper(x):
+    return x + 1
+
+class Handlers(dict):
+    # ... existing code ...
+'''
+    got = apply_snippet(HANDLERS, snippet)
+    assert "    return x + 1\n\nclass Handlers" in got.text
+    assert not got.uncertain
 
 BODY = '''import io
 
