@@ -16,7 +16,11 @@ deterministic runtime refuses the merge instead of returning one reading of seve
   continues a statement (``except``, ``else``, ``} catch``) whose header the placement
   removed (a ``try:`` dropped when its body was rewritten, the ``except`` kept): the
   segment ended at a line found again further on (a blank line), and read there the
-  change reaches further.
+  change reaches further;
+* **second copy of a definition**: the segment's definition header is new but names one
+  the original has elsewhere (a rewritten method whose parameters changed, shown after
+  a marker): placed apart from the old one, it keeps both
+  (:func:`fastapply.merge.definitions.second_definition`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.definitions import removed_definitions, second_definition
 from fastapply.merge.precision import _LOOKALIKE
 
 #: A line that continues a compound statement opened above it at its indentation.
@@ -107,6 +111,13 @@ def guesses(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
                 f"alone; a blank line is found everywhere, so the snippet does not show "
                 f"this removal; show a non-blank line of unchanged context next to it")))
             break
+    second = second_definition(seg, orig, start, end)
+    if second is not None:
+        found.append((second[0] + 1, (
+            f"{label}: placed at lines {start + 1}-{end}, it adds {second[1].strip()!r} "
+            f"beside the one at original line {second[0] + 1}, whose header it changes "
+            f"(a rewritten definition read as new code?); show the old header or a line "
+            f"of unchanged context inside it")))
     clause = _orphan_clause(seg, orig, start, end)
     if clause is not None:
         found.append((end + clause + 1, (
