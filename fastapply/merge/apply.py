@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from fastapply.merge import formats
+from fastapply.merge.blocks import replace_block
 from fastapply.merge.costs import WorkBudget
 from fastapply.merge.definitions import opens_block
 from fastapply.merge.edits import parse_edit
@@ -75,7 +76,7 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
         if hunk.kind == "lazy":
             m.lazy_segment(hunk)
         else:
-            m.replace_block(hunk)
+            replace_block(m, hunk)
     return m
 
 
@@ -298,7 +299,7 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
     shows it edits it like any text (a commit may remove it)."""
     bom = BOM if original.startswith(BOM) and BOM not in snippet else ""
     original = original[len(bom):]
-    plan = tabs_for_spaces(parse_edit(snippet), original)
+    plan = tabs_for_spaces(parse_edit(snippet, original), original)
     result = merge(original, plan, budget)
     found = review(plan, original, result.text)
     if found:

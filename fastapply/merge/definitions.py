@@ -136,3 +136,60 @@ def opens_block(lines: list[str]) -> bool:
 
 def _depth(line: str) -> int:
     return len(line) - len(line.lstrip())
+
+
+def defined_name(line: str) -> str | None:
+    """The name a definition header line defines, with what comes before it (its
+    indentation, keyword, modifiers, a Go receiver): ``"def f"``, ``"func (a *A) Render"``;
+    None for other lines and imports or variables.
+
+    >>> defined_name("    def read(self, size):"), defined_name("    public int size() {")
+    ('    def read', '    public int size')
+    >>> defined_name("import os") is None and defined_name("    if (x) {") is None
+    True
+    """
+    if len(line) > _HEADER_CHARS or re.match(r"\s*(?:from\s+\S+\s+)?import\b", line):
+        return None
+    for rx in (_DEF, _DEF_OTHER, _METHOD):
+        m = rx.match(line)
+        if m is None:
+            continue
+        k = next((k for k, g in enumerate(m.groups(), 1) if g), None)
+        if k is None or m.group(k) in _NOT_NAMES or m.group(k).startswith(("'", '"')) or \
+                re.match(r"\s*(?:export\s+)?(?:var|let|const|type)\b", line):
+            return None
+        return line[:m.end(k)]
+    return None
+
+
+def second_definition(seg: Sequence[str], orig: Sequence[str], start: int, end: int
+                      ) -> tuple[int, str] | None:
+    """A definition header of ``seg`` that is new (its line is not in the original) and
+    names the one definition the original has of that name (same indentation, keyword
+    and name) outside ``orig[start:end]`` and none inside: placed there, the segment adds
+    a second copy beside the old one (a rewritten method whose parameters changed, shown
+    after a marker, read as new code). A name defined several times (test-local helpers,
+    overloads) and a helper inside a new definition are left alone. Returns (0-based
+    original line of the old one, name).
+
+    >>> orig = ["class A:", "    def f(self, a):", "        return a", "", "    def g(self):",
+    ...         "        pass"]
+    >>> second_definition(["    def f(self, b):", "        return b"], orig, 6, 6)
+    (1, '    def f')
+    >>> second_definition(["    def f(self, b):", "        return b"], orig, 1, 3) is None
+    True
+    """
+    have = {s.strip() for s in orig}
+    outer = None  # indentation of the last new definition (its local helpers are new too)
+    for line in seg:
+        name = defined_name(line) if line.strip() not in have else None
+        if name is None:
+            continue
+        depth = len(line) - len(line.lstrip())
+        if outer is not None and depth > outer:
+            continue
+        outer = depth
+        at = [j for j, s in enumerate(orig) if s.startswith(name) and defined_name(s) == name]
+        if len(at) == 1 and not start <= at[0] < end:
+            return at[0], name
+    return None

@@ -36,7 +36,7 @@ malformed block) are refused by the merge unless the original file holds them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fastapply.merge.syntax import (
     _CONTEXT_DIFF,
@@ -75,11 +75,14 @@ __all__ = ["BLOCK_FORM", "BLOCK_MARKER", "SEPARATOR", "EditError", "EditPlan", "
            "detect_format", "is_marker", "parse_edit"]
 
 
-def parse_edit(snippet: str) -> EditPlan:
-    """Parse ``snippet``; raise EditError naming the line of malformed syntax."""
+def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
+    """Parse ``snippet``; raise EditError naming the line of malformed syntax. Given the
+    ``original``, a line that looks like a marker but is its code, between the lines it
+    has there (see :func:`code_dots`), is read as code."""
     lines = _split_lines(snippet)
     if lines and lines[-1] == "":
         lines.pop()
+    code = code_dots(lines, original) if original else frozenset()
     ranges = [s for s in lines if s[:4] in ("*** ", "--- ") and _CONTEXT_DIFF.match(s)]
     if any(s[0] == "*" for s in ranges) and any(s[0] == "-" for s in ranges):
         raise EditError(f"the snippet is a context diff ({ranges[0].strip()!r}: diff -c), "
@@ -144,13 +147,14 @@ def parse_edit(snippet: str) -> EditPlan:
             marker_before = True
             after_block = fenced
             continue
-        if is_marker(line) and in_diff and _diff_follows(lines, i + 1):
+        marker = is_marker(line) and i not in code
+        if marker and in_diff and _diff_follows(lines, i + 1):
             # A marker inside a diff hunk (the lines between elided): the hunk goes on
             # after it, headerless; read as lazy lines, its +/- signs would be written.
             lazy = []
             i = _parse_udiff_hunk(lines, i, None, add, change)
             continue
-        if is_marker(line):
+        if marker:
             flush_lazy(marker_after=True)
             marker_before = True
             lazy_start = i + 1
@@ -171,6 +175,27 @@ def parse_edit(snippet: str) -> EditPlan:
         raise EditError("the snippet holds no edit (only markers or blank lines); send the "
                         "changed code with some context")
     return EditPlan(tuple(hunks))
+
+
+def code_dots(lines: Sequence[str], original: str) -> frozenset[int]:
+    """Snippet lines (0-based) that look like markers but are code of the original: a
+    Python ``...`` body, a ``# ...`` comment. Such a line is code where the original has
+    it between the same two lines as the snippet (read as a marker there it would keep
+    just that line, so either reading merges alike; read as code it spares a whole file
+    sent as the snippet from being cut into segments at its own lines).
+
+    >>> code_dots(["def f():", "    ...", "x = 1", "# ...", "y = 2"],
+    ...           "def f():\\n    ...\\nx = 1\\nz = 0\\ny = 2\\n")
+    frozenset({1})
+    """
+    dots = [i for i in range(1, len(lines) - 1) if is_marker(lines[i])]
+    if not dots:
+        return frozenset()
+    orig = _split_lines(original)
+    runs = {(orig[j - 1].rstrip(), orig[j].rstrip(), orig[j + 1].rstrip())
+            for j in range(1, len(orig) - 1) if is_marker(orig[j])}
+    return frozenset(i for i in dots if (lines[i - 1].rstrip(), lines[i].rstrip(),
+                                         lines[i + 1].rstrip()) in runs)
 
 
 def _drop_block_heading(lazy: list[str]) -> None:

@@ -11,7 +11,16 @@ deterministic runtime refuses the merge instead of returning one reading of seve
   names (two functions shown back to back, the original has one between them);
 * **removal beside blank anchors only**: a run of removed lines whose only matched
   lines on one side are blank: a blank line is found everywhere, and pairing it with
-  the blank line next to the other anchor removes nothing.
+  the blank line next to the other anchor removes nothing;
+* **clause left without its statement**: the first line after the placed segment
+  continues a statement (``except``, ``else``, ``} catch``) whose header the placement
+  removed (a ``try:`` dropped when its body was rewritten, the ``except`` kept): the
+  segment ended at a line found again further on (a blank line), and read there the
+  change reaches further;
+* **second copy of a definition**: the segment's definition header is new but names one
+  the original has elsewhere (a rewritten method whose parameters changed, shown after
+  a marker): placed apart from the old one, it keeps both
+  (:func:`fastapply.merge.definitions.second_definition`).
 """
 
 from __future__ import annotations
@@ -19,8 +28,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.definitions import removed_definitions, second_definition
 from fastapply.merge.precision import _LOOKALIKE
+
+#: A line that continues a compound statement opened above it at its indentation.
+_CLAUSE = re.compile(r"^\s*(?:\}\s*)?(except|elif|else|finally|catch)\b")
+#: The headers (and earlier clauses) each clause may follow at its indentation.
+_FOLLOWS = {"except": {"try", "except"}, "elif": {"if", "elif"},
+            "else": {"if", "elif", "for", "while", "try", "except"},
+            "finally": {"try", "except", "else", "catch"}, "catch": {"try", "catch"}}
+_KEYWORD = re.compile(r"^\s*(?:\}\s*)?(\w+)")
 
 #: A comment or annotation line (``/**``, `` * text``, ``///``, ``#``, ``--``, ``@decorator``).
 _COMMENT = re.compile(r"^\s*(?://|#|/\*|\*|--|<!--|@\w)")
@@ -94,7 +111,50 @@ def guesses(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
                 f"alone; a blank line is found everywhere, so the snippet does not show "
                 f"this removal; show a non-blank line of unchanged context next to it")))
             break
+    second = second_definition(seg, orig, start, end)
+    if second is not None:
+        found.append((second[0] + 1, (
+            f"{label}: placed at lines {start + 1}-{end}, it adds {second[1].strip()!r} "
+            f"beside the one at original line {second[0] + 1}, whose header it changes "
+            f"(a rewritten definition read as new code?); show the old header or a line "
+            f"of unchanged context inside it")))
+    clause = _orphan_clause(seg, orig, start, end)
+    if clause is not None:
+        found.append((end + clause + 1, (
+            f"{label}: placed at lines {start + 1}-{end}, it leaves original line "
+            f"{end + clause + 1} ({orig[end + clause].strip()[:40]!r}) without the statement "
+            f"it continues; show where the change ends with a line of unchanged context")))
     return found
+
+
+def _orphan_clause(seg: Sequence[str], orig: Sequence[str], start: int, end: int
+                   ) -> int | None:
+    """Offset from ``end`` of the first line after the placement that continues a
+    statement (``except``, ``else``) which the placement took away: the nearest line above
+    it not indented deeper was a header in the original and is not one in the merge.
+
+    >>> orig = ["def f():", "    try:", "        x()", "", "    except E:", "        y()"]
+    >>> _orphan_clause(["    x()", ""], orig, 1, 4)  # the try: is gone, its except stays
+    0
+    >>> _orphan_clause(["    try:", "        z()", ""], orig, 1, 4) is None
+    True
+    """
+    after = next((k for k in range(end, len(orig)) if orig[k].strip()), None)
+    clause = _CLAUSE.match(orig[after]) if after is not None else None
+    if after is None or clause is None:
+        return None
+    depth, kind = len(orig[after]) - len(orig[after].lstrip()), clause.group(1)
+
+    def header(lines: Sequence[str]) -> bool:  # the line above, at most as deep, fits
+        line = next((s for s in reversed(lines)
+                     if s.strip() and len(s) - len(s.lstrip()) <= depth), "")
+        word = _KEYWORD.match(line)
+        return word is not None and word.group(1) in _FOLLOWS[kind]
+
+    if header(orig[:after]) and not header(list(orig[:start]) + list(seg) +
+                                           list(orig[end:after])):
+        return after - end
+    return None
 
 
 def _blank_run(orig: Sequence[str], j: int, step: int) -> int:

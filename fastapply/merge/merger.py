@@ -1,11 +1,11 @@
 """One reading of an edit (see :func:`fastapply.merge.merge`): the state that places its
 hunks in the original one by one, and the places where it had to guess
-(:class:`Uncertainty`)."""
+(:class:`Uncertainty`). Lazy segments are placed here; SEARCH/REPLACE blocks and diff
+hunks by :mod:`.blocks`."""
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from fastapply.merge.costs import Placement, WorkBudget
@@ -17,13 +17,10 @@ from fastapply.merge.precision import Removal, removals
 from fastapply.merge.syntax import Hunk
 from fastapply.merge.text import (
     _closest,
-    _context_from_original,
-    _find_runs,
     _indent,
     _reindent,
     _Replacement,
-    _retab,
-    _trim_blank_edges,
+    inner,
     kept_lines,
 )
 
@@ -31,9 +28,8 @@ from fastapply.merge.text import (
 #: whole file if its first line is the file's or one of the next EDGE_LINES non-blank
 #: lines (the lines before it were removed; likewise at the end).
 EDGE_LINES = 3
-#: SEARCH blocks (and diff hunks) found by scanning the file; after them an index of its
-#: lines is built (it costs about two scans and makes every later search cheap).
-SCANS = 4
+#: ... or, edited at both ends, if it is at least 1/WHOLE of the file's length.
+WHOLE = 1.1
 
 
 @dataclass(frozen=True)
@@ -80,7 +76,7 @@ class _Merger:
         # where its line is found, not at the file's edge (a snippet from a signature to
         # the end of its block, see merge._signature_edges): no rule on that edge's context
         self.anchored: dict[int, tuple[bool, bool]] = shared.anchored if shared else {}
-        self._searches = 0  # SEARCH blocks and diff hunks looked for
+        self._searches = 0  # SEARCH blocks and diff hunks looked for (see blocks.SCANS)
         # the work all readings of one merge may still do
         self.budget: WorkBudget = shared.budget if shared else WorkBudget()
         # the original's distinct lines by word, per key function (shared likewise)
@@ -103,114 +99,6 @@ class _Merger:
 
     def unsure(self, line: int, message: str) -> None:
         self.uncertain.append(Uncertainty(line, message))
-
-    def locate(self, hunk: Hunk, block: Sequence[str], near: int | None) -> tuple[int, bool]:
-        """Start of ``block`` in the original (-1 if absent) and whether it was loose."""
-        for key, loose in ((key_exact, False), (key_loose, True)):
-            # the first searches scan the file; later ones use (and build) its index
-            table = self._positions(key) if self._searches >= SCANS else None
-            hits = _find_runs(block, self.orig, key, table, self.budget)
-            self._searches += 1
-            if not hits:
-                continue
-            after = [j for j in hits if j >= self.pos] or hits
-            if near is not None:
-                pick = min(after, key=lambda j: (abs(j - near), j))
-            else:
-                pick = after[0]
-            confirmed = near is not None and abs(pick - near) <= 3  # the @@ line number agrees
-            if len(hits) > 1 and not confirmed:
-                where = " and ".join(str(j + 1) for j in hits[:2])
-                more = f" (and {len(hits) - 2} more)" if len(hits) > 2 else ""
-                self.unsure(pick + 1, f"{hunk.label}: its text matches at lines "
-                                      f"{where}{more}; used line {pick + 1}")
-            return pick, loose
-        return -1, False
-
-    def replace_block(self, hunk: Hunk) -> None:
-        self.budget.doing = hunk.label
-        old, new = list(hunk.old), list(hunk.new)
-        if not any(s.strip() for s in old):
-            if not self.orig or not any(s.strip() for s in self.orig):
-                self.replacements.append(_Replacement(0, len(self.orig), new))
-            else:
-                self._insert(hunk, new)
-            return
-        near = hunk.old_start - 1 if hunk.old_start else None
-        start, loose = self.locate(hunk, old, near)
-        if start < 0 and hunk.kind == "search_replace" and not (old[0].strip() and
-                                                                old[-1].strip()):
-            # Blank lines at the edges of the SEARCH text that the file lacks there (as
-            # Aider and Roo-Code do): look again without them, and keep the replacement's
-            # own edge blank lines only where they repeated the SEARCH's.
-            old, new = _trim_blank_edges(old, new)
-            start, loose = self.locate(hunk, old, near)
-        if start < 0:
-            what = "SEARCH block" if hunk.kind == "search_replace" else "diff hunk"
-            closest = _closest(old, self._positions(key_loose), self._index(key_loose),
-                               self.budget)
-            self.unsure(closest, f"{what} {hunk.number} (snippet line {hunk.snippet_line}) "
-                                 f"not found in the original; closest match at line {closest}")
-            return
-        region = self.orig[start:start + len(old)]
-        shift = None
-        retabbed = _retab(old, new, region) if loose else None
-        if retabbed is not None:  # tabs written as spaces (or the other way): convert
-            old, new = retabbed
-        elif loose:
-            anchor = next(t for t, s in enumerate(old) if s.strip())
-            shift = (_indent(old[anchor]), _indent(region[anchor]))
-            # The shift re-indents the added lines: is it the same for every context line
-            # (kept in old and new)? Removed lines' indentation does not matter.
-            sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
-            context = [t for a, _, size in sm.get_matching_blocks() for t in range(a, a + size)]
-            shifted = _reindent(old, *shift)
-            uneven = next((t for t in context if key_exact(shifted[t]) != key_exact(region[t])),
-                          None) if len(context) < len(new) else None
-            if uneven is not None:
-                self.unsure(start + uneven + 1, (
-                    f"{hunk.label}: found only when ignoring indentation, and its line "
-                    f"{uneven + 1} is indented unlike original line {start + uneven + 1} "
-                    f"by another amount than its first line; the replacement's indentation "
-                    f"is a guess"))
-        self.replacements.append(_Replacement(start, start + len(old),
-                                              _context_from_original(old, new, region, shift),
-                                              block=True))
-        self.pos = start + len(old)
-        self._file_end(hunk, self.pos)
-
-    def _file_end(self, hunk: Hunk, end: int) -> None:
-        """Take a diff's word on the file's final newline (``\\ No newline at end of
-        file``) if its hunk ends where the file does; report it if not."""
-        if hunk.eof_newline is None:
-            return
-        if end >= self.eof:
-            self.final_newline = hunk.eof_newline
-        else:
-            self.unsure(end + 1, f"{hunk.label}: it says the file ends after its last line "
-                                 f"(No newline at end of file), but it was found ending at "
-                                 f"line {end}, before the end ({self.eof} lines)")
-
-    def _insert(self, hunk: Hunk, new: list[str]) -> None:
-        """A hunk that finds nothing (an empty SEARCH, a diff hunk without ``-`` or context
-        lines) inserts its lines: a diff's ``@@ -N,0`` after line N, a SEARCH block's
-        ``:start_line:N`` before line N; with no line given, an empty SEARCH appends (as
-        in Aider) and a diff hunk is appended but flagged (it could go anywhere)."""
-        if hunk.old_start is None:
-            where = self.eof
-            if hunk.kind == "udiff":
-                self.unsure(where + 1, f"{hunk.label}: it only adds lines and its @@ header "
-                                       f"gives no line number, so they were appended at the "
-                                       f"end; give the line (@@ -N,0 +M,K @@) or context")
-        else:
-            where = hunk.old_start - (hunk.kind != "udiff")
-            if where > self.eof:
-                self.unsure(self.eof + 1, f"{hunk.label}: line {hunk.old_start} is past the "
-                                          f"end of the file ({self.eof} lines); appended")
-            where = min(max(where, 0), self.eof)
-        self.replacements.append(_Replacement(where, where, new))
-        self.pos = max(self.pos, where)
-        self._file_end(hunk, where)
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
@@ -284,17 +172,21 @@ class _Merger:
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
         self.replacements.append(_Replacement(start, end, seg))
-        if hunk.marker_before and hunk.marker_after and seg == self.orig[start:end] and \
+        if hunk.marker_before and hunk.marker_after and \
+                inner(seg) == inner(self.orig[start:end]) and \
                 hunk.number not in self.anchored and not (self.anchored and opens_block(
                     [s for s in seg if s.strip()])):
             # Every segment of a lazy snippet shows a change; one between markers found
-            # as it stands was placed where the change it shows (most often a deletion
-            # shown by two neighbours, read as kept: see DROP_DEF) does not happen. (In a
-            # snippet from a signature, the start of another block may show none.)
+            # as it stands (blank lines beside its markers aside: they are the snippet's
+            # layout) was placed where the change it shows (most often a deletion shown by
+            # two neighbours, read as kept: see DROP_DEF) does not happen. (In a snippet
+            # from a signature, the start of another block may show none.) A blank line
+            # added or removed inside it is an edit (spacing between two definitions).
             self.idle.append(Uncertainty(start + 1, (
                 f"{hunk.label}: each of its lines was found as it stands at lines "
-                f"{start + 1}-{end}, so the change it shows (a deletion?) was not read; "
-                f"show a unique line of unchanged context on each side of the change")))
+                f"{start + 1}-{end} (blank lines beside the markers aside), so the change "
+                f"it shows (a deletion?) was not read; show a unique line of unchanged "
+                f"context on each side of the change")))
         self.pos = end
         self.drops += p.drops
         key = key_loose if loose else key_exact
@@ -390,8 +282,10 @@ class _Merger:
         at least as long as the file, or when it is at least half as long, one of its
         ends is the file's (indentation included) and its other end is a line the file
         lacks or has only within EDGE_LINES non-blank lines of that end (a whole file
-        edited in its first or last lines, not a block that ends the file); otherwise it
-        is a fragment anchored where its lines match.
+        edited in its first or last lines, not a block that ends the file); also when
+        neither end is the file's but both are such lines and it is nearly as long as the
+        file (1/WHOLE of it: a whole file edited at both ends, less a few lines);
+        otherwise it is a fragment anchored where its lines match.
         """
         ends = [s.strip() for s in seg if s.strip()]
         file_ends = [s.strip() for s in self.orig if s.strip()]
@@ -403,10 +297,16 @@ class _Merger:
         exact = [s.rstrip() for s in seg if s.strip()]
         file_exact = [s.rstrip() for s in self.orig if s.strip()]
         first, last = exact[0] == file_exact[0], exact[-1] == file_exact[-1]
-        if 2 * len(seg) < self.eof or not (first or last):
+        if 2 * len(seg) < self.eof:
             return False
-        other, lines = (ends[-1], file_ends[::-1]) if first else (ends[0], file_ends)
-        return other not in lines or lines.index(other) <= EDGE_LINES
+
+        def near(line: str, lines: list[str]) -> bool:  # lines from the end it is at
+            return line not in lines or lines.index(line) <= EDGE_LINES
+
+        if first or last:
+            return near(ends[-1], file_ends[::-1]) if first else near(ends[0], file_ends)
+        return WHOLE * len(seg) >= self.eof and near(ends[0], file_ends) and \
+            near(ends[-1], file_ends[::-1])
 
     def _unplaced(self, seg: list[str], hunk: Hunk) -> None:
         """No line of the segment is in the original: whole new file, or inserted."""

@@ -156,6 +156,23 @@ def _trim_blank_edges(old: list[str], new: list[str]) -> tuple[list[str], list[s
     return old[head:len(old) - tail], new[:len(new) - new_tail]
 
 
+
+def inner(lines: Sequence[str]) -> list[str]:
+    """``lines`` without the blank lines at its start and end: a segment between markers
+    apart from the blank lines beside them, which are the snippet's layout (a writer
+    leaves a blank line after ``# ... existing code ...`` whatever the file has there),
+    not an edit. Blank lines inside it stay: adding one there is an edit.
+
+    >>> inner(["", "class A:", "", "    x = 1", ""])
+    ['class A:', '', '    x = 1']
+    """
+    a, b = 0, len(lines)
+    while a < b and not lines[a].strip():
+        a += 1
+    while b > a and not lines[b - 1].strip():
+        b -= 1
+    return list(lines[a:b])
+
 #: Replacements larger than this (old lines times new) take their old lines' endings by
 #: position only (see kept_lines): a line diff of two huge runs costs seconds.
 KEPT_CELLS = 1_000_000
