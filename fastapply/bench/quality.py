@@ -202,7 +202,8 @@ def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
             d = decide(policy, row["model"], row["min_token_prob"], det, exact_format,
                        threshold)
             lines = row.get("lines", row["original"].count("\n"))
-            for group in (_group(row["style"]), row["style"], "all", length_bucket(lines)):
+            # a set: "lazy" is both a style and its own group, and counts once
+            for group in {_group(row["style"]), row["style"], "all", length_bucket(lines)}:
                 c = table[policy][group]
                 c["n"] += 1
                 if d.serve:
