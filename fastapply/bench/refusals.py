@@ -1,0 +1,73 @@
+"""How soon a refusal comes: each saved reading (``bench quality --save``) that a policy
+refuses is sent again under that policy, and its time and forward passes are set beside
+what the model alone spent writing the whole file (the saved reading's ``model_s`` and
+``forward_passes``). Under an agreement policy the first token where the model leaves the
+deterministic reading decides the answer (``fastapply.decoding.witness.plan``).
+
+    python -m fastapply.bench refusals --load readings.jsonl --model DIR --limit 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapply.bench.common import percentile, print_table
+from fastapply.decoding.witness import DEFAULT_POLICY, Reading, decide
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--load", type=Path, required=True,
+                   help="readings saved by `bench quality --save` (policy model)")
+    p.add_argument("--model", type=Path, required=True,
+                   help="the model directory those readings were made with")
+    p.add_argument("--policy", default=DEFAULT_POLICY)
+    p.add_argument("--limit", type=int, default=20, help="refused readings to send at most")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from fastapply.service import FastApplyService, InvalidRequest, Refused, ServiceConfig
+
+    rows = [json.loads(line) for line in args.load.open()]
+    refused = []
+    for row in rows:
+        det = Reading(row["det"], row["det_certain"], row["det_error"],
+                      row["style"] in ("search_replace", "udiff"))
+        if not decide(args.policy, row["model"], row["min_token_prob"], det,
+                      det.exact_format).serve and row["stats"].get("forward_passes"):
+            refused.append(row)
+    service = FastApplyService(ServiceConfig(runtime="torch", model_dir=str(args.model),
+                                             policy=args.policy))
+    table, out = [], []
+    for row in refused[: args.limit]:
+        budget = len(service.tokenizer.encode(row["updated"])) + 64
+        t0 = time.perf_counter()
+        passes, how = 0, "served"
+        try:
+            service.apply(row["original"], row["snippet"], max_tokens=budget)
+        except Refused as exc:
+            how = "refused"
+            passes = exc.partial.stats.forward_passes if exc.partial else 0
+        except InvalidRequest:
+            how = "refused (other)"
+        refusal_s = time.perf_counter() - t0
+        item = {"id": row["id"], "style": row["style"], "lines": row["original"].count("\n"),
+                "outcome": how, "refusal_s": round(refusal_s, 2),
+                "refusal_forward_passes": passes, "whole_file_s": row["model_s"],
+                "whole_file_forward_passes": row["stats"]["forward_passes"]}
+        out.append(item)
+        table.append([row["id"][:36], row["style"], item["lines"], how, item["refusal_s"],
+                      passes, item["whole_file_s"], item["whole_file_forward_passes"]])
+    print_table(["edit", "style", "lines", "outcome", "refusal s", "passes",
+                 "whole file s", "passes"], table)
+    times = [o["refusal_s"] for o in out]
+    whole = [o["whole_file_s"] for o in out]
+    return {"bench": "refusals", "policy": args.policy, "readings": len(out),
+            "refusal_s_p50": round(percentile(times, 50), 2),
+            "refusal_s_max": round(max(times, default=0.0), 2),
+            "whole_file_s_p50": round(percentile(whole, 50), 2),
+            "whole_file_s_max": round(max(whole, default=0.0), 2),
+            "refused": sum(o["outcome"] != "served" for o in out), "items": out}
