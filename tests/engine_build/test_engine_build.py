@@ -474,25 +474,6 @@ def test_the_chart_uses_the_layout_and_runtime_names_the_code_defines() -> None:
 # -- Llama: TRT-LLM checkpoint, then the engine stage without trtllm-build ---------------------
 
 
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from fastapply.model.tiny import build_tokenizer
-
-    out = tmp_path_factory.mktemp("tiny-llama")
-    tok = build_tokenizer()
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=8192,
-                         eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"))
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
 @pytest.mark.slow
 def test_llama_gets_a_trtllm_checkpoint_and_the_engine_command(
         tiny_llama: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,6 +26,8 @@ from fastapply.engine_build.errors import BuildError
 
 #: What the verify stage can compare with the reference (see ``Verify.candidate``).
 CANDIDATES = ("fakequant", *TRTLLM_RUNTIMES)
+#: Quantisation recipes (``Profile.quantization``): what is FP8 (see :mod:`.quantize`).
+RECIPES = ("fp8", "fp8-bf16-kv", "fp8-weights")
 
 
 @dataclass
@@ -109,6 +111,9 @@ class Profile:
     max_seq_len: int = 32768
     max_draft_len: int = 64
     max_batch_size: int = 8
+    #: fp8: FP8 weights and activations, FP8 KV cache; fp8-bf16-kv: the same with the KV
+    #: cache in bf16; fp8-weights: FP8 weights only (activations and KV cache in bf16).
+    quantization: str = "fp8"
     calibration: Calibration = field(default_factory=Calibration)
     verify: Verify = field(default_factory=Verify)
 
@@ -125,6 +130,9 @@ class Profile:
         if self.max_draft_len < 0 or self.max_batch_size < 1:
             raise BuildError(f"profile {self.name}: max_draft_len must be >= 0 and "
                              f"max_batch_size >= 1")
+        if self.quantization not in RECIPES:
+            raise BuildError(f"profile {self.name}: quantization {self.quantization!r} is not "
+                             f"one of {', '.join(RECIPES)}")
         if self.verify.candidate not in CANDIDATES:
             raise BuildError(f"profile {self.name}: verify.candidate {self.verify.candidate!r} "
                              f"is not one of {', '.join(CANDIDATES)}")

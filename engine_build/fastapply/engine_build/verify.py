@@ -190,8 +190,10 @@ def logits_agreement(reference: Any, candidate: Any,
 
 
 def fakequant_pair(model_dir: str | Path, calibration: list[list[int]], context_limit: int,
-                   fold_weights: bool = True) -> tuple[LoadedTorchRuntime, LoadedTorchRuntime]:
-    """(float32 reference, float32 simulated-FP8 candidate) runtimes on CPU.
+                   fold_weights: bool = True,
+                   recipe: str = "fp8") -> tuple[LoadedTorchRuntime, LoadedTorchRuntime]:
+    """(float32 reference, float32 simulated-FP8 candidate) runtimes on CPU; the candidate
+    quantized with ``recipe`` (:func:`.quantize.fp8_config`).
 
     With ``fold_weights`` the candidate's weights are fake-quantized once (modelopt's
     ``fold_weight``) instead of on every forward pass: the same logits, bit for bit, at the
@@ -210,7 +212,7 @@ def fakequant_pair(model_dir: str | Path, calibration: list[list[int]], context_
         return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
     reference = LoadedTorchRuntime(load(), context_limit)
-    quantized = quantize_model(load(), calibration, "cpu")
+    quantized = quantize_model(load(), calibration, "cpu", recipe)
     if fold_weights:
         mtq.fold_weight(quantized)
     return reference, LoadedTorchRuntime(quantized, context_limit)

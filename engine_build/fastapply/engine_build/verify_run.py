@@ -44,7 +44,7 @@ def _runtimes(build: Build, tokenizer: Any, candidate: str) -> tuple[Any, Any]:
     if candidate == "fakequant":
         calib = merge_sequences(tokenizer, p.prompt_format, build.calibration,
                                 p.calibration.max_prompt_tokens)
-        return fakequant_pair(build.merged_dir, calib, p.max_seq_len)
+        return fakequant_pair(build.merged_dir, calib, p.max_seq_len, recipe=p.quantization)
     from fastapply.decoding.runtimes.torch import TorchRuntime
     from fastapply.decoding.runtimes.trtllm_engine import TrtllmNotInstalled, import_module
 
