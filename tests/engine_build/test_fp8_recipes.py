@@ -85,6 +85,7 @@ def test_the_fp8_check_runs_on_each_recipe(recipe: str, tmp_path: Path) -> None:
     (keyed,) = (tmp_path / "out" / layout.BUILDS).iterdir()
     report = json.loads((keyed / layout.REPORT).read_text())
     assert report["stages"]["quantize"]["recipe"] == recipe
+    assert report["parity"]["recipe"] == recipe and report["parity"]["edits"] == 4
 
 
 def test_an_unknown_recipe_is_refused_with_the_choices(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ uncalibrated export leaves activation scales missing).
 Exports:
 
 * always a unified Hugging Face checkpoint (``hf_quant_config.json`` says
-  ``quant_algo: FP8``, and ``kv_cache_quant_algo: FP8`` with an FP8 KV cache) — the TensorRT-LLM PyTorch
-  backend's input, with the tokenizer beside it;
+  ``quant_algo: FP8``, and ``kv_cache_quant_algo: FP8`` with an FP8 KV cache) — the
+  TensorRT-LLM PyTorch backend's input, with the tokenizer beside it;
 * for Llama-family models also a TensorRT-LLM checkpoint (``inference_tensor_parallel=1``)
   for ``trtllm-build``. modelopt cannot export Qwen2 that way: those models are served
   from the HF checkpoint with the ``trtllm-pytorch`` runtime.
