@@ -70,16 +70,12 @@ def test_each_recipe_quantizes_exports_and_builds_its_engine_flags(
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["fp8-bf16-kv", "fp8-weights"])
 def test_the_fp8_check_runs_on_each_recipe(recipe: str, tmp_path: Path) -> None:
-    """`fastapply build` with the recipe in the profile: the check quantizes that way."""
+    """`fastapply build --quantization RECIPE`: its own build, quantized and checked that way."""
     from fastapply.engine_build import cli, layout
 
     tiny = ensure_tiny_model()
-    profile = tmp_path / "p.yaml"
-    text = (Path(layout.__file__).parent / "profiles" / "tiny-cpu.yaml").read_text()
-    profile.write_text(text.replace("name: tiny-cpu", f"name: tiny-{recipe}")
-                       + f"quantization: {recipe}\n")
-    common = ["--config", str(profile), "--out", str(tmp_path / "out"), "--model", str(tiny),
-              "--no-adapter"]
+    common = ["--config", "tiny-cpu", "--out", str(tmp_path / "out"), "--model", str(tiny),
+              "--no-adapter", "--quantization", recipe]
     assert cli.main(["quantize", *common]) == 0
     assert cli.main(["verify", *common]) == 0
     (keyed,) = (tmp_path / "out" / layout.BUILDS).iterdir()

@@ -85,7 +85,7 @@ class LoadedTorchRuntime(TorchRuntime):
 
 
 def divergent_line(text_before: str, text: str) -> tuple[int, str]:
-    """(1-based line number, whole line) of ``text`` at the end of ``text_before``.
+    r"""(1-based line number, whole line) of ``text`` at the end of ``text_before``.
 
     >>> divergent_line("<updated-code>a = 1\nb = ", "<updated-code>a = 1\nb = 2\nc\n")
     (2, 'b = 2')

@@ -77,7 +77,7 @@ def _short(text: str, limit: int = 64) -> str:
 
 
 def describe_edit(row: dict[str, Any]) -> str:
-    """One edit that is not identical, in a line: its id, where and how it diverged.
+    r"""One edit that is not identical, in a line: its id, where and how it diverged.
 
     >>> describe_edit({"id": "a/b@1:x.py", "identical": False, "cut": [],
     ...     "first_divergence": {"token_index": 7, "reference_text": "x = 1\n",
