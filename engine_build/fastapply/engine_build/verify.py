@@ -139,17 +139,18 @@ def read_edit(tokenizer: Any, fmt: Any, request: GenerationRequest, truth: list[
     from fastapply.engine_build.reading import Reading, could_be_exact, read_pair
 
     sources = [truth, *request.sources]  # the true answer drafts first: lossless
-    readings = []
+    readings: list[Reading] = []
     for runtime in (reference, candidate):
         budget = start(len(request.prompt_ids), request.max_new_tokens,
                        runtime.context_limit)[0]
-        if not hasattr(runtime, "session"):
+        session = getattr(runtime, "session", None)  # SessionRuntime's
+        if session is None:
             t0 = time.perf_counter()
             gen = runtime.generate(dataclasses.replace(request, sources=sources))
             readings.append(Reading.whole(gen, budget))
             readings[-1].seconds = time.perf_counter() - t0
             continue
-        readings.append(Reading(runtime.session(request.prompt_ids),
+        readings.append(Reading(session(request.prompt_ids),
                                 SpeculativeEditsDrafter(sources, max_k=request.max_draft_len),
                                 budget, request.stop_ids, request.max_draft_len))
     # A tokenizer that cleans up spaces on decode can change a prefix's text: read whole.
