@@ -22,6 +22,8 @@ MODULES = [
     "fastapply.decoding.runtimes.prompt_cache", "fastapply.bench.ttft",
     "fastapply.model.schedule", "fastapply.model.sft_data", "fastapply.bench.quality",
     "fastapply.decoding.witness", "fastapply.service.inputs",
+    "fastapply.engine_build.reading", "fastapply.engine_build.verify",
+    "fastapply.engine_build.verify_run",
 ]
 
 

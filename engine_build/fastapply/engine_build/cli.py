@@ -6,8 +6,8 @@ order with a progress line per stage and writes ``OUT/builds/KEY/build-report.js
 Once every stage is done the build is published: ``OUT/current`` is switched to it
 atomically. Every subcommand takes ``--config PROFILE`` (a shipped profile name or a YAML
 file) and ``--out DIR``; ``--model``, ``--adapter``, ``--calibration``, ``--device``,
-``--candidate`` and ``--min-identical`` override the profile. Inputs are checked before
-any model is loaded.
+``--quantization``, ``--candidate`` and ``--min-identical`` override the profile. Inputs
+are checked before any model is loaded.
 
 Exit status: 0 done; 1 a stage failed (the FP8 check under a threshold included); 2 bad
 input; 3 a tool is missing here (``trtllm-build``: the message names the container and
@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapply.engine_build import layout
 from fastapply.engine_build.errors import BuildError, ToolMissing
-from fastapply.engine_build.profile import CANDIDATES
+from fastapply.engine_build.profile import CANDIDATES, RECIPES
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -42,6 +42,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                                          "where the profile names no verify.data)")
     p.add_argument("--device", choices=("cpu", "cuda"),
                    help="where merge, calibration and verify run (overrides the profile)")
+    p.add_argument("--quantization", choices=RECIPES,
+                   help="FP8 recipe: fp8 (FP8 KV cache), fp8-bf16-kv, fp8-weights "
+                        "(overrides the profile; a recipe is its own build)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +78,7 @@ def make_profile(args: argparse.Namespace) -> Any:
 
     profile = load_profile(args.config)
     profile = with_overrides(profile, model_dir=args.model, adapter_dir=args.adapter,
-                             device=args.device)
+                             device=args.device, quantization=args.quantization)
     if args.no_adapter:
         profile = dataclasses.replace(profile, adapter_dir=None)
     if args.calibration:
@@ -94,11 +97,12 @@ def _summary(entry: dict[str, Any]) -> str:
         return f"skipped ({entry.get('reason', '')[:90]})"
     parity = entry.get("parity")
     if parity:
-        return (f"{entry['status']}: identical {parity['identical']}/{parity['edits']} "
-                f"({parity['identical_share']:.3f}, threshold {parity['min_identical']}); "
-                f"exact {parity['exact_rate_reference']:.3f} reference, "
+        return (f"{entry['status']}: exact {parity['exact_rate_reference']:.3f} reference, "
                 f"{parity['exact_rate_quantized']:.3f} quantized (drop at most "
-                f"{parity['max_exact_drop']})")
+                f"{parity['max_exact_drop']}); exact kept {parity['exact_kept']}/"
+                f"{parity['exact_reference']} (at least {parity['min_exact_kept']}); "
+                f"identical {parity['identical']}/{parity['edits']} "
+                f"({parity['identical_share']:.3f}, reported)")
     keys = ("merged_dir", "hf_checkpoint_dir", "engine_dir", "model_repository")
     artefact = next((entry[k] for k in keys if k in entry), "")
     return f"{entry['status']} {artefact}"

@@ -21,7 +21,12 @@ from fastapply.engine_build.profile import Profile
 
 def build_command(profile: Profile, checkpoint_dir: str | Path, engine_dir: str | Path,
                   tool: str = "trtllm-build") -> list[str]:
-    """The trtllm-build command line for ``profile``."""
+    """The trtllm-build command line for ``profile``.
+
+    The KV cache dtype and FP8 GEMMs come from the checkpoint's ``config.json`` (modelopt
+    writes the recipe's ``quant_algo`` and ``kv_cache_quant_algo`` there); the one flag
+    that depends on the recipe is ``--use_fp8_context_fmha``, which needs an FP8 KV cache.
+    """
     return [
         tool,
         "--checkpoint_dir", str(checkpoint_dir),
@@ -29,7 +34,8 @@ def build_command(profile: Profile, checkpoint_dir: str | Path, engine_dir: str 
         "--speculative_decoding_mode", "draft_tokens_external",
         "--max_draft_len", str(profile.max_draft_len),
         "--use_paged_context_fmha", "enable",
-        "--use_fp8_context_fmha", "enable",
+        # FP8 context attention reads an FP8 KV cache: only the recipe that has one
+        *(["--use_fp8_context_fmha", "enable"] if profile.quantization == "fp8" else []),
         "--gemm_plugin", "auto",
         "--max_input_len", str(profile.max_input_len),
         "--max_seq_len", str(profile.max_seq_len),

@@ -1,4 +1,6 @@
-"""FP8 quantization with nvidia-modelopt: FP8 weights and activations, FP8 KV cache.
+"""FP8 quantization with nvidia-modelopt, by the profile's recipe (``quantization``):
+FP8 weights and activations with an FP8 KV cache (``fp8``, the default), the same with the
+KV cache in bf16 (``fp8-bf16-kv``), or FP8 weights only (``fp8-weights``).
 
 Calibration runs real merge prompts through the model: each edit record becomes the
 prompt fastapply sends (``fastapply.decoding.prompts``) followed by the answer the model should
@@ -8,8 +10,8 @@ uncalibrated export leaves activation scales missing).
 Exports:
 
 * always a unified Hugging Face checkpoint (``hf_quant_config.json`` says
-  ``quant_algo: FP8``, ``kv_cache_quant_algo: FP8``) — the TensorRT-LLM PyTorch
-  backend's input, with the tokenizer beside it;
+  ``quant_algo: FP8``, and ``kv_cache_quant_algo: FP8`` with an FP8 KV cache) — the
+  TensorRT-LLM PyTorch backend's input, with the tokenizer beside it;
 * for Llama-family models also a TensorRT-LLM checkpoint (``inference_tensor_parallel=1``)
   for ``trtllm-build``. modelopt cannot export Qwen2 that way: those models are served
   from the HF checkpoint with the ``trtllm-pytorch`` runtime.
@@ -61,16 +63,45 @@ def merge_sequences(tokenizer: Any, prompt_format: str, records: Iterable[dict[s
     return out
 
 
-def fp8_config() -> dict[str, Any]:
-    """modelopt's FP8 recipe with the FP8 KV-cache entries appended."""
+#: What each recipe (``Profile.quantization``) exports: (quant_algo, kv_cache_quant_algo)
+#: of ``hf_quant_config.json``. modelopt names a per-tensor FP8 weight FP8 whether or not
+#: the activations are quantized; weight-only shows in the checkpoint as missing
+#: activation scales.
+EXPORTED = {"fp8": ("FP8", "FP8"), "fp8-bf16-kv": ("FP8", None), "fp8-weights": ("FP8", None)}
+
+
+def fp8_config(recipe: str = "fp8") -> dict[str, Any]:
+    """modelopt's config for a recipe of :data:`.profile.RECIPES`.
+
+    * ``fp8``: ``FP8_DEFAULT_CFG`` (FP8 weights and input activations of every linear
+      layer but ``lm_head``) plus ``FP8_KV_CFG``'s ``*[kv]_bmm_quantizer`` entries (FP8 KV
+      cache);
+    * ``fp8-bf16-kv``: ``FP8_DEFAULT_CFG`` alone: its first entry disables every quantizer
+      (the ``*[kv]_bmm_quantizer`` ones and ``*output_quantizer`` included) and only the
+      weight and input quantizers are turned back on;
+    * ``fp8-weights``: that, with ``*input_quantizer`` disabled again (later entries win).
+    """
+    import copy
+
     import modelopt.torch.quantization as mtq
 
-    return dict(mtq.utils.update_quant_cfg_with_kv_cache_quant(
-        mtq.FP8_DEFAULT_CFG, mtq.FP8_KV_CFG["quant_cfg"]))
+    if recipe == "fp8":
+        return dict(mtq.utils.update_quant_cfg_with_kv_cache_quant(
+            mtq.FP8_DEFAULT_CFG, mtq.FP8_KV_CFG["quant_cfg"]))
+    cfg = copy.deepcopy(mtq.FP8_DEFAULT_CFG)
+    if recipe == "fp8-weights":
+        cfg["quant_cfg"] = [*cfg["quant_cfg"], {"quantizer_name": "*input_quantizer",
+                                                "enable": False}]
+    elif recipe != "fp8-bf16-kv":
+        raise BuildError(f"unknown quantization recipe {recipe!r}; use fp8, fp8-bf16-kv or "
+                         f"fp8-weights")
+    return dict(cfg)
 
 
-def quantize_model(model: Any, sequences: list[list[int]], device: str) -> Any:
-    """Insert FP8 quantizers and calibrate them on ``sequences`` (one forward each)."""
+def quantize_model(model: Any, sequences: list[list[int]], device: str,
+                   recipe: str = "fp8") -> Any:
+    """Insert the recipe's FP8 quantizers and calibrate them on ``sequences`` (one forward
+    each)."""
     import modelopt.torch.quantization as mtq
     import torch
 
@@ -83,26 +114,30 @@ def quantize_model(model: Any, sequences: list[list[int]], device: str) -> Any:
             for ids in sequences:
                 m(input_ids=torch.tensor([ids], device=device))  # [1, S]
 
-    return mtq.quantize(model, fp8_config(), forward_loop)
+    return mtq.quantize(model, fp8_config(recipe), forward_loop)
 
 
-def read_quant_config(hf_dir: Path) -> dict[str, Any]:
-    """The ``quantization`` section of an exported ``hf_quant_config.json``, checked."""
+def read_quant_config(hf_dir: Path, recipe: str = "fp8") -> dict[str, Any]:
+    """The ``quantization`` section of an exported ``hf_quant_config.json``, checked
+    against what ``recipe`` exports (:data:`EXPORTED`)."""
     path = hf_dir / "hf_quant_config.json"
     if not path.is_file():
         raise BuildError(f"{hf_dir}: the export wrote no hf_quant_config.json")
     quant = json.loads(path.read_text())["quantization"]
-    if quant.get("quant_algo") != "FP8" or quant.get("kv_cache_quant_algo") != "FP8":
-        raise BuildError(f"{path}: expected quant_algo FP8 and kv_cache_quant_algo FP8, got "
-                         f"{quant.get('quant_algo')} / {quant.get('kv_cache_quant_algo')}")
+    want = EXPORTED[recipe]
+    got = (quant.get("quant_algo"), quant.get("kv_cache_quant_algo"))
+    if got != want:
+        raise BuildError(f"{path}: recipe {recipe} should export quant_algo {want[0]} and "
+                         f"kv_cache_quant_algo {want[1]}, got {got[0]} / {got[1]}")
     return dict(quant)
 
 
 def quantize(model_dir: str | Path, hf_dir: Path, trtllm_dir: Path, *,
              records: list[dict[str, Any]],
              prompt_format: str, max_prompt_tokens: int, device: str,
-             family: str) -> dict[str, Any]:
-    """Quantize ``model_dir`` to FP8 and export; return artefact paths and figures."""
+             family: str, recipe: str = "fp8") -> dict[str, Any]:
+    """Quantize ``model_dir`` with ``recipe`` and export; return artefact paths and
+    figures."""
     import torch
     from modelopt.torch.export import export_hf_checkpoint, export_tensorrt_llm_checkpoint
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -110,8 +145,8 @@ def quantize(model_dir: str | Path, hf_dir: Path, trtllm_dir: Path, *,
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     sequences = merge_sequences(tokenizer, prompt_format, records, max_prompt_tokens)
     model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
-    model = quantize_model(model.to(device).eval(), sequences, device)
-    result: dict[str, Any] = {"calibration_prompts": len(sequences),
+    model = quantize_model(model.to(device).eval(), sequences, device, recipe)
+    result: dict[str, Any] = {"recipe": recipe, "calibration_prompts": len(sequences),
                               "calibration_tokens": sum(len(s) for s in sequences)}
     if family == "llama":
         ckpt = trtllm_dir
@@ -121,7 +156,7 @@ def quantize(model_dir: str | Path, hf_dir: Path, trtllm_dir: Path, *,
     export_hf_checkpoint(model, dtype=torch.bfloat16, export_dir=hf_dir)
     tokenizer.save_pretrained(hf_dir)
     result["hf_checkpoint_dir"] = str(hf_dir)
-    result["quantization"] = read_quant_config(hf_dir)
+    result["quantization"] = read_quant_config(hf_dir, recipe)
     if family != "llama":
         result["message"] = QWEN2_MESSAGE.format(model_type=family, hf_dir=hf_dir)
     return result

@@ -145,6 +145,8 @@ def build_inputs(profile: Profile) -> dict[str, Any]:
     """What changes the artefacts (all of the profile but its name and verify section)."""
     inputs = asdict(profile)
     del inputs["name"], inputs["verify"]
+    if inputs["quantization"] == "fp8":  # the recipe before there was a choice: same key
+        del inputs["quantization"]
     return inputs
 
 
@@ -228,7 +230,8 @@ def quantize_stage(build: Build) -> dict[str, Any]:
                       build.path(layout.TRTLLM_CHECKPOINT), records=build.calibration,
                       prompt_format=build.profile.prompt_format,
                       max_prompt_tokens=build.profile.calibration.max_prompt_tokens,
-                      device=build.profile.device, family=build.family)
+                      device=build.profile.device, family=build.family,
+                      recipe=build.profile.quantization)
     return {"status": "done", **result}
 
 
