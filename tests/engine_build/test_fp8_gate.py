@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from fastapply.decoding.runtimes import SessionRuntime
 from fastapply.engine_build.profile import Verify
 from fastapply.engine_build.verify import parity, summarize
 from fastapply.engine_build.verify_run import judge
@@ -73,14 +74,15 @@ def test_one_exact_edit_lost_of_38_is_within_the_gate_and_two_are_not() -> None:
 # -- reading only what the outcomes need ---------------------------------------------------
 
 
-class Scripted:
+class Scripted(SessionRuntime):
     """A session runtime whose greedy answer to every prompt is ``answer`` (a model that
     always writes the same tokens); counts the tokens it is asked to run."""
 
     context_limit = 4096
 
     def __init__(self, answer: list[int], eos: int) -> None:
-        self.answer, self.eos_token_id, self.tokens_run = answer, eos, 0
+        self.answer, self.tokens_run = answer, 0
+        self.eos_token_id: int | list[int] | None = eos
 
     def session(self, prompt_ids: list[int]) -> Any:
         runtime = self
@@ -97,7 +99,7 @@ class Scripted:
 
             def step(self, draft: list[int]) -> list[int]:
                 runtime.tokens_run += 1 + len(draft)
-                n, new = len(self.out), []
+                n, new = len(self.out), list[int]()
                 for token in draft:  # accepted while it is the model's own next token
                     if token != runtime.answer[n + len(new)]:
                         break

@@ -77,8 +77,8 @@ class LoadedTorchRuntime(TorchRuntime):
         self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         self.context_limit = context_limit
         self.eos_token_id = getattr(model.generation_config, "eos_token_id", None)
-        # Each model runs every prompt whole: a parity check compares models, not caches.
-        self.prompt_cache = None
+        # Each model runs every prompt whole on a dynamic cache (TorchRuntime's defaults):
+        # a parity check compares models, not caches.
         # K comes with each request (the profile's max_draft_len); nothing is measured.
         self.pass_cost_ms = {}
         self.max_draft_len = 64

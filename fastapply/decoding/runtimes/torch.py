@@ -284,6 +284,13 @@ class TorchRuntime(SessionRuntime):
     smallest that holds it; buckets without graphs pad eager passes the same way (tests).
     """
 
+    #: Defaults of the optional parts, for a runtime around an already loaded model that
+    #: does not run ``__init__`` (the engine build's parity runtime): a dynamic cache, no
+    #: prompt reuse. ``__init__`` sets each from its arguments.
+    kv_cache: str = "dynamic"
+    static_kv: StaticKV | None = None
+    prompt_cache: PromptCache | None = None
+
     def __init__(self, model_dir: str | Path, device: str | None = None,
                  dtype: str | None = None, context_limit: int | None = None,
                  max_draft_len: int | None = None,
@@ -336,7 +343,7 @@ class TorchRuntime(SessionRuntime):
         #: Largest draft per verification pass (K): given, or chosen from the pass cost.
         self.max_draft_len = max_draft_len
         #: Keys and values of recent prompts (None: reuse off).
-        self.prompt_cache: PromptCache | None = None
+        self.prompt_cache = None
         if prompt_cache_mb > 0 and prompt_cache_entries > 0 and \
                 (self.static_kv is not None or _reusable(self.model)):
             self.prompt_cache = PromptCache(int(prompt_cache_mb * 2**20), prompt_cache_entries)
