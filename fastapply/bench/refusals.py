@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         det = Reading(row["det"], row["det_certain"], row["det_error"],
                       row["style"] in ("search_replace", "udiff"))
         if not decide(args.policy, row["model"], row["min_token_prob"], det,
-                      det.exact_format).serve and row["stats"].get("forward_passes"):
+                      det.exact_format).serve:
             refused.append(row)
     config = ServiceConfig(runtime="torch", model_dir=str(args.model), policy=args.policy)
     service = FastApplyService(config)

@@ -1,0 +1,55 @@
+"""``python -m fastapply.bench quality`` and ``refusals`` on a real (tiny) model: readings
+are saved and re-decided, the deterministic merge alone is read without a model, and a
+refusal under the shipped policy comes after fewer forward passes than the whole file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fastapply.bench.__main__ import main
+
+
+@pytest.fixture()
+def records(tmp_path: Path) -> Path:
+    original = "".join(f"value_{i} = {i}\n" for i in range(40))
+    updated = original.replace("value_20 = 20\n", "value_20 = 200\n")
+    data = tmp_path / "records.jsonl"
+    data.write_text(json.dumps({"id": "x/y@1:a.py", "repo": "x/y", "language": "python",
+                                "path": "a.py", "original": original,
+                                "updated": updated}) + "\n")
+    return data
+
+
+def _last_json(capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_whole_files_by_length_the_deterministic_alone_and_a_prompt_refusal(
+        records: Path, tmp_path: Path, tiny_model_dir: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "readings.jsonl"
+    assert main(["quality", "--data", str(records), "--model", str(tiny_model_dir),
+                 "--styles", "lazy,search_replace", "--save", str(saved)]) == 0
+    result = _last_json(capsys)
+    rows = [json.loads(line) for line in saved.open()]
+    assert [r["style"] for r in rows] == ["lazy", "search_replace"]
+    assert all(r["lines"] == 40 for r in rows)  # the whole file, not a window
+    det = result["policies"]["deterministic"]
+    assert det["<=80 lines"]["n"] == 2 and det["lazy"]["n"] == 1  # counted once each
+    assert det["all"]["served_exact"] == 1.0
+    # the random model never writes the file: the shipped policy serves SR only, no wrong
+    shipped = result["policies"]["agree_or_exact"]["all"]
+    assert shipped["served_exact"] == 0.5 and shipped["wrong_served_count"] == 0
+
+    assert main(["quality", "--data", str(records), "--no-model",
+                 "--styles", "lazy,search_replace"]) == 0
+    assert _last_json(capsys)["policies"]["deterministic"]["all"]["served_exact"] == 1.0
+
+    assert main(["refusals", "--load", str(saved), "--model", str(tiny_model_dir)]) == 0
+    refusals = _last_json(capsys)
+    assert refusals["readings"] == 1 and refusals["refused"] == 1  # the lazy one
+    item = refusals["items"][0]
+    assert item["refusal_forward_passes"] < item["whole_file_forward_passes"]
