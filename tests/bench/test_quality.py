@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def records(tmp_path: Path) -> Path:
     return data
 
 
-def _last_json(capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
+def _last_json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
