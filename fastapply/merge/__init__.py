@@ -6,7 +6,7 @@ the original (:mod:`.apply`, :mod:`.merger`; a SEARCH/REPLACE block or diff hunk
 :mod:`.blocks`, a lazy segment by :mod:`.lazy` with :mod:`.locate`, :mod:`.align`,
 :mod:`.lines`, :mod:`.definitions`, :mod:`.text` and :mod:`.indent`, within the
 :mod:`.costs` budget) and reports every place it was unsure, after the :mod:`.precision`
-review. Pure Python: nothing here imports Triton or torch.
+review and the :mod:`.edges` check. Pure Python: nothing here imports Triton or torch.
 
 >>> apply_snippet("a\\nb\\nc\\n", "a\\n# ... existing code ...\\nc\\nc2\\n").text
 'a\\nb\\nc\\nc2\\n'

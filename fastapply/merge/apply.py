@@ -274,6 +274,8 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
     m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
     m.uncertain.extend(m.idle)
+    m.uncertain.extend(u for lo, hi, u in m.edges  # another copy inside a marker's gap
+                       if not any(r.start < hi and r.end > lo for r in m.replacements))
     ends = line_ends(original)  # a file that mixes CRLF and LF keeps each line's ending
     sources: list[int] | None = [] if ends else None
     lines = m.text_lines(sources)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
+from fastapply.merge.edges import rival_edges
 from fastapply.merge.guess import guesses
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
@@ -88,6 +89,10 @@ class _Merger:
         # lazy segments between markers found unchanged in the original (judged for the
         # chosen reading only, like the removals)
         self.idle: list[Uncertainty] = []
+        # edges of lazy segments that fit another copy in the gap beside them: the gap's
+        # lines (lo, hi) that reading would take, and the finding (judged for the chosen
+        # reading only, where the other segments' regions are known; see edges.py)
+        self.edges: list[tuple[int, int, Uncertainty]] = []
         # whether the merged file ends with a newline, where a diff says (None: as the
         # original does)
         self.final_newline: bool | None = None
@@ -206,6 +211,10 @@ class _Merger:
             self.removals.extend(removals(self.orig, start, end, p.pairs, seg,
                                           self.snippet_lines, self._positions(key_loose),
                                           hunk.label))
+            self.edges.extend((lo, hi, Uncertainty(line, message)) for line, lo, hi, message
+                              in rival_edges(self.orig, p.pairs, seg, self.snippet_lines,
+                                             self._positions(key_loose), hunk.label,
+                                             hunk.marker_before, hunk.marker_after))
         lost = [] if unique or p.rival >= 0 else \
             removed_definitions(self.orig[start:end], {j - start for _, j in p.pairs}, seg)
         if lost:

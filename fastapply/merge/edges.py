@@ -1,0 +1,156 @@
+"""A lazy segment whose edge fits a second place just past it (judged on the chosen reading).
+
+A segment ends, before its marker, with lines found at several places (``}``, a blank,
+``return error;``) after new lines of its own. The merge anchors that edge at the copy
+nearest the segment's unique lines. When another copy of the same edge lies a few lines
+further on, inside the gap the marker stands for, and the lines just before that copy
+read like the segment's new lines (same indentation, same first token: ``if (...) {``
+beside ``if (...) {``), the snippet fits there as well: its new lines are then an edit
+of those lines, and everything between the two copies is removed (a neighbouring block
+taken out along with the edit). The snippet's text cannot tell the two apart, so the
+merge is refused rather than guessed (``sindresorhus/ky@101c74ba1a:readme.md`` of the
+shared corpus: the second error hook was meant to go). Likewise at a segment's start,
+with the copy just before it. Figures in docs/benchmarks.md.
+
+>>> orig = ["f() {", "  a();", "  if (x) {", "    y();", "  }", "  return e;", "}",
+...         "g() {", "  if (z) {", "    w();", "  }", "  return e;", "}"]
+>>> seg = ["  a();", "  if (q) {", "    w(1);", "  }", "  return e;"]
+>>> table = {}
+>>> for j, s in enumerate(orig):
+...     table.setdefault(s.strip(), []).append(j)
+>>> pairs = [(0, 1), (3, 4), (4, 5)]
+>>> [(lo, hi) for _, lo, hi, _ in rival_edges(orig, pairs, seg, frozenset(s.strip()
+...     for s in seg), table, "lazy segment 1", before=False, after=True)]
+[(6, 12)]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import overload
+
+from fastapply.merge.definitions import removed_definitions
+
+__all__ = ["rival_edges"]
+
+#: Lines past the segment's edge (inside the marker's gap) where another copy of the edge
+#: is looked for.
+LOOK = 15
+#: New lines beside the edge compared with the lines beside that copy.
+ALIKE = 2
+_WORD = re.compile(r"\w")
+_COMMENT = ("*", "/", "#", "<!--")
+_LEAD = re.compile(r"\s*([\w.$@]+|[^\w\s]+)")
+
+
+class _Reversed(Sequence[str]):
+    """The lines read from the end (for a segment's head), without copying them."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = lines
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        n = len(self.lines)
+        if isinstance(i, slice):
+            lo, hi, _ = i.indices(n)
+            return [self.lines[n - 1 - k] for k in range(lo, hi)]
+        return self.lines[n - 1 - i]
+
+
+def _lead(line: str) -> tuple[str, str]:
+    """Indentation and first token (a dotted name or a run of punctuation)."""
+    m = _LEAD.match(line)
+    return line[:len(line) - len(line.lstrip())], m.group(1) if m else ""
+
+
+def rival_edges(orig: Sequence[str], pairs: Sequence[tuple[int, int]], seg: Sequence[str],
+                shown: frozenset[str], table: dict[str, list[int]], label: str,
+                before: bool, after: bool) -> list[tuple[int, int, int, str]]:
+    """(1-based line, lo, hi, message) for each edge of a placed segment (``pairs``:
+    matched segment and original lines) with a marker beside it (``before``/``after``)
+    that fits another copy of its generic lines within LOOK lines; ``orig[lo:hi]`` is
+    what that other reading would also take, which must lie in the marker's gap (checked
+    by the caller against the other segments' regions). ``table``: original lines by
+    stripped text; ``shown``: the snippet's stripped lines."""
+    found = []
+    n, m = len(orig), len(seg)
+    if after:
+        hit = _edge(orig, list(pairs), seg, shown, table)
+        if hit:
+            first, lo, hi = hit
+            found.append((first + 1, lo, hi, _message(label, "last", lo, hi)))
+    if before:
+        rev = [(m - 1 - i, n - 1 - j) for i, j in reversed(pairs)]
+        hit = _edge(_Reversed(orig), rev, seg[::-1], shown, table)
+        if hit:
+            first, lo, hi = n - 1 - hit[0], n - hit[2], n - hit[1]
+            found.append((first + 1, lo, hi, _message(label, "first", lo, hi)))
+    # A reading that removes a definition the segment never names is the worse one (as
+    # DROP_DEF prices it in the alignment): new functions after the last lines of a
+    # similar one are an insertion, not a rewrite of the next function.
+    return [f for f in found if not removed_definitions(orig[f[1]:f[2]], set(), seg)]
+
+
+def _message(label: str, which: str, lo: int, hi: int) -> str:
+    return (f"{label}: its {which} lines, found at several places, are found again within "
+            f"lines {lo + 1}-{hi}, beside lines like its own new ones, so it fits there as "
+            f"well (taking those lines with it); show a unique line of unchanged context "
+            f"on that side of the change")
+
+
+def _edge(orig: Sequence[str], pairs: list[tuple[int, int]], seg: Sequence[str],
+          shown: frozenset[str], table: dict[str, list[int]]) -> tuple[int, int, int] | None:
+    """The tail case (the head is the same on reversed lists): (first original line of
+    the tail, lo, hi) when the segment's last lines are matched generic lines, after new
+    lines, and another copy of them starts within LOOK lines, after lines like those new
+    ones; None otherwise."""
+    last = max((i for i, s in enumerate(seg) if s.strip()), default=-1)
+    if len(pairs) < 2 or pairs[-1][0] < last:
+        return None
+    t = len(pairs) - 1
+    while t > 0 and pairs[t - 1] == (pairs[t][0] - 1, pairs[t][1] - 1):
+        t -= 1
+    tail = [orig[j].strip() for _, j in pairs[t:] if orig[j].strip()]
+    if not tail or t == 0 or any(len(table.get(s, ())) < 2 and _WORD.search(s) for s in tail):
+        return None
+    if not any(_WORD.search(s) and not s.startswith(_COMMENT) for s in tail):
+        return None  # only braces, blanks and comment lines: too common to doubt
+    (ib, _), (it, jt) = pairs[t - 1], pairs[t]
+    new = [s for s in seg[ib + 1:it] if s.strip()]
+    if not new:
+        return None
+    k = min(ALIKE, len(new))
+    # the lines this placement already replaces with them: like them, it reads the new
+    # lines as an edit in place as well as the other copy would (nearest wins)
+    here = [s for s in orig[pairs[t - 1][1] + 1:jt] if s.strip() and s.strip() not in shown]
+    if len(here) >= k and all(_lead(a) == _lead(b)
+                              for a, b in zip(new[-k:], here[-k:], strict=True)):
+        return None
+    end = pairs[-1][1] + 1  # the tail's copy in the gap: its non-blank lines in a row
+    for q in range(end, min(len(orig), end + LOOK)):
+        if orig[q].strip() != tail[0]:
+            continue
+        run = [s.strip() for s in orig[q:q + 4 * len(tail)] if s.strip()][:len(tail)]
+        if run != tail:
+            continue
+        lines = [s for s in orig[end:q] if s.strip()]
+        if len(lines) < k + 1 or any(s.strip() in shown for s in lines[-k:]):
+            return None
+        if all(_lead(a) == _lead(b) for a, b in zip(new[-k:], lines[-k:], strict=True)):
+            stop = q
+            for _ in tail:  # past the copy's last non-blank line
+                while not orig[stop].strip():
+                    stop += 1
+                stop += 1
+            return jt, end, stop
+        return None
+    return None
