@@ -176,6 +176,7 @@ class _Merger:
             seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
+        start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
         self.replacements.append(_Replacement(start, end, seg))
         if hunk.marker_before and hunk.marker_after and \
                 inner(seg) == inner(self.orig[start:end]) and \
@@ -238,6 +239,34 @@ class _Merger:
                                    f"original are blank lines, found at many places; placed "
                                    f"at lines {start + 1}-{end}; show a non-blank line of "
                                    f"context")
+
+    def _blank_edges(self, start: int, end: int, pairs: tuple[tuple[int, int], ...],
+                     seg: list[str], hunk: Hunk) -> tuple[int, int]:
+        """The region's ends where the segment meets a marker with blank lines: the blank
+        run between its last (first) matched line and the gap keeps as many blank lines
+        as the longer of the snippet's and the original's, not their sum nor fewer (a
+        snippet's blank line before a marker is layout; which copy of a blank line the
+        alignment matched says nothing)."""
+        nonblank = [i for i, s in enumerate(seg) if s.strip()]
+        if not nonblank or not pairs:
+            return start, end
+        matched = dict(pairs)
+        last, first = nonblank[-1], nonblank[0]
+        if hunk.marker_after and last in matched and last < len(seg) - 1:
+            j = matched[last] + 1
+            m = 0
+            while j + m < self.eof and not self.orig[j + m].strip():
+                m += 1
+            if j <= end <= j + m:
+                end = j + min(len(seg) - 1 - last, m)
+        if hunk.marker_before and first in matched and first > 0:
+            j = matched[first]
+            m = 0
+            while j - m - 1 >= 0 and not self.orig[j - m - 1].strip():
+                m += 1
+            if j - m <= start <= j:
+                start = j - min(first, m)
+        return start, end
 
     def _moved(self, start: int, end: int) -> bool:
         """Are the non-blank lines of orig[start:end] all in the snippet (moved, so

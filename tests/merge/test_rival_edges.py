@@ -146,3 +146,4 @@ def test_the_head_of_a_segment_is_checked_the_same_way() -> None:
     got = apply_snippet(ruby, snippet)
     assert got.uncertain and "its first lines, found at several places" in \
         got.uncertain[0].message, (got.uncertain, got.text)
+
