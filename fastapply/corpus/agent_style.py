@@ -134,9 +134,17 @@ def signature_snippet(original: str, updated: str, language: str, rng: random.Ra
     if not changed or not new:
         return ""
     blocks: list[tuple[int, int]] = []
-    for first, last in changed:
+    removed = [(j1, j2, old[i1:i2]) for tag, i1, i2, j1, j2 in _opcodes(old, new)
+               if tag != "equal"]
+    for (first, last), (j1, j2, gone) in zip(changed, removed, strict=True):
         block = enclosing_block(new, first, last)
         if block is None:
+            return ""
+        depth = _indent(new[block[0]])
+        if not j1 <= block[0] < j2 and any(s.strip() and _indent(s) <= depth for s in gone):
+            # A line removed at the block's own level (a sibling definition deleted
+            # next to it) lies outside the block: the marker beside the block would
+            # stand for it, and the snippet read as written would keep it.
             return ""
         if blocks and block[0] < blocks[-1][1]:
             block = (min(blocks[-1][0], block[0]), max(blocks[-1][1], block[1]))

@@ -32,6 +32,22 @@ def test_signature_snippet_starts_at_the_enclosing_signature_with_no_marker_arou
     assert all(s in new.splitlines() for s in shown)
 
 
+def test_no_signature_snippet_where_a_marker_would_stand_for_a_deleted_sibling() -> None:
+    # A method deleted right after the changed one lies outside that method's block: the
+    # marker joining the blocks would stand for it, so the snippet would keep it.
+    old = OLD.replace("\n    def greet(self):",
+                      "\n    def wave(self):\n        return 1\n\n    def greet(self):")
+    new = old.replace("        self.name = name\n", "        self.name = name.strip()\n") \
+        .replace("    def wave(self):\n        return 1\n\n", "") \
+        .replace("        h = 8\n", "        h = 9\n")
+    assert agent_snippet(old, new, "python", "signature", random.Random(0)) == ""
+    # a statement deleted inside the block is the block's own change
+    inner = OLD.replace("        d = 4\n", "")
+    snippet = agent_snippet(OLD, inner, "python", "signature", random.Random(0))
+    assert snippet.startswith("    def greet(self):")
+    assert apply_snippet(OLD, snippet).check() == inner
+
+
 def test_named_markers_say_what_they_stand_for() -> None:
     new = OLD.replace("        d = 4\n", "        d = 40\n")
     snippet = agent_snippet(OLD, new, "python", "named", random.Random(3))
