@@ -102,15 +102,19 @@ def removed_definitions(region: Sequence[str], kept: set[int], seg: Sequence[str
 
     >>> removed_definitions(["  down() {", "    n -= 1;", "  }"], {2}, ["  reset() {"])
     ['down']
+    >>> removed_definitions(["    public void oob() throws IOException {"], set(), ["}"])
+    ['oob']
     """
     words = {w for s in seg for w in _WORD.findall(s)}
     lost = []
     for k, line in enumerate(region):
-        if k in kept:
+        if k in kept or len(line) > _HEADER_CHARS:
             continue
-        m = _DEF.match(line) or _METHOD.match(line)
-        if m and m.group(1) not in words and m.group(1) not in _NOT_NAMES:
-            lost.append(m.group(1))
+        m = _DEF.match(line) or _METHOD.match(line) or _DEF_OTHER.match(line)
+        name = next((g for g in m.groups() if g), None) if m else None
+        if name and name not in words and name not in _NOT_NAMES and \
+                not name.startswith(("'", '"')):
+            lost.append(name)
     return lost
 
 

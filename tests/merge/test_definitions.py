@@ -132,3 +132,34 @@ def test_a_segment_found_unchanged_between_markers_is_refused() -> None:
     assert any("was not read" in u.message for u in got.uncertain), got.uncertain
     with pytest.raises(ValueError, match="was not read"):
         got.check()
+
+
+# Reduced from jhy/jsoup@42da86439d FuzzFixesTest.java (validation split, a whole-file
+# reading in the agent "named" style): a new test at the end of the class, shown after a
+# marker with only generic lines (`}`, blank, `@Test`, lines every test repeats) to anchor
+# it. Placed after the second-to-last test, it replaced the last one (a typed Java method
+# header, which the definition check did not read) and was served as certain.
+FUZZ = "".join(f"""
+    @Test
+    public void {name}() throws IOException {{
+        File in = ParseTest.getFile("/fuzztests/{issue}.html.gz");
+        Document doc = Jsoup.parse(in, "UTF-8");
+        assertNotNull(doc);
+    }}
+""" for name, issue in (("overflow1607", 1607), ("oob", 1611)))
+JAVA = "public class FuzzFixesTest {" + FUZZ + "}\n"
+
+
+def test_a_typed_java_method_replaced_by_a_new_one_is_not_certain() -> None:
+    new = """
+    @Test
+    public void unconsume() throws IOException {
+        File in = ParseTest.getFile("/fuzztests/1612.html.gz");
+        Document doc = Jsoup.parse(in, "UTF-8");
+        assertNotNull(doc);
+    }
+"""
+    snippet = "    // ... existing code above ...\n    }\n" + new + "}\n"
+    got = apply_snippet(JAVA, snippet)
+    if got.text != JAVA.replace(FUZZ, FUZZ + new):
+        assert got.uncertain, got.text
