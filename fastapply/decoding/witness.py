@@ -43,7 +43,7 @@ POLICIES: dict[str, str] = {
 #: Why a file the two readings part on is refused.
 READ_DIFFERENTLY = "the model and the deterministic merge read the snippet differently"
 #: The shipped policy and its threshold (chosen on the validation split).
-DEFAULT_POLICY = "agree_or_exact"
+DEFAULT_POLICY = "certain_or_agree"
 DEFAULT_THRESHOLD = 0.5
 
 

@@ -49,7 +49,8 @@ def test_whole_files_by_length_the_deterministic_alone_and_a_prompt_refusal(
                  "--styles", "lazy,search_replace"]) == 0
     assert _last_json(capsys)["policies"]["deterministic"]["all"]["served_exact"] == 1.0
 
-    assert main(["refusals", "--load", str(saved), "--model", str(tiny_model_dir)]) == 0
+    assert main(["refusals", "--load", str(saved), "--model", str(tiny_model_dir),
+                 "--policy", "agree_or_exact"]) == 0  # (the default serves it: certain)
     refusals = _last_json(capsys)
     assert refusals["readings"] == 1 and refusals["refused"] == 1  # the lazy one
     item = refusals["items"][0]
