@@ -253,16 +253,16 @@ class _Merger:
         matched = dict(pairs)
         last, first = nonblank[-1], nonblank[0]
         if hunk.marker_after and last in matched and last < len(seg) - 1:
-            j = matched[last] + 1
-            m = 0
-            while j + m < self.eof and not self.orig[j + m].strip():
+            j, k = matched[last] + 1, len(seg) - 1 - last
+            m, most = 0, max(k, end - j)  # (no further than needed: a run can be long)
+            while m < most and j + m < self.eof and not self.orig[j + m].strip():
                 m += 1
             if j <= end <= j + m:
-                end = j + min(len(seg) - 1 - last, m)
+                end = j + min(k, m)
         if hunk.marker_before and first in matched and first > 0:
             j = matched[first]
-            m = 0
-            while j - m - 1 >= 0 and not self.orig[j - m - 1].strip():
+            m, most = 0, max(first, j - start)
+            while m < most and j - m - 1 >= 0 and not self.orig[j - m - 1].strip():
                 m += 1
             if j - m <= start <= j:
                 start = j - min(first, m)
