@@ -221,21 +221,13 @@ class FastApplyClient:
         self._watchdog = _Watchdog(timeout_s)
         self._requests: queue.SimpleQueue[Any] | None = None  # feeds the open stream
         self._call: Any = None  # the open stream: its responses, read by the caller
-        # Waited for in Python (a future's condition), not inside gRPC's blocking call: a
-        # Ctrl-C then ends the wait at once, where the blocking call could hold it until
-        # the deadline and report that instead.
-        probe = self._stub.ServerLive.future(service_pb2.ServerLiveRequest(),
-                                             timeout=connect_timeout_s)
         try:
-            live = probe.result().live
+            live = self._stub.ServerLive(service_pb2.ServerLiveRequest(),
+                                         timeout=connect_timeout_s).live
         except grpc.RpcError as exc:
             self._channel.close()
             raise FastApplyError(f"cannot reach a fastapply server at {url}: "
                                  f"{exc.details() or exc.code()}") from None
-        except BaseException:
-            probe.cancel()
-            self._channel.close()
-            raise
         if not live:
             self._channel.close()
             raise FastApplyError(f"the server at {url} is not live")
