@@ -266,10 +266,14 @@ def test_ctrl_c_during_a_request_exits_130_and_writes_nothing(
         sink.listen()
         sink.settimeout(60)
         port = sink.getsockname()[1]
+        # Started as from a terminal: SIGINT at its default, even where this test runs in
+        # a shell's background job (which starts with SIGINT ignored, and a child keeps
+        # that: Python then installs no KeyboardInterrupt handler).
         proc = subprocess.Popen(
             [sys.executable, "-m", "fastapply", "apply", str(source), str(snippet),
              "--in-place", "--url", f"127.0.0.1:{port}"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         with reaped(proc):
             conn, _ = sink.accept()  # the client is in its request now
             with conn:
