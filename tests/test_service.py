@@ -224,7 +224,7 @@ def test_generation_stops_once_the_request_is_cancelled(
 
 
 def test_an_agreement_policy_refuses_at_the_first_divergence(tiny_services: Any) -> None:
-    # The random model never writes the deterministic merge: under the default policy a
+    # The random model never writes the deterministic merge: under agree_or_exact a
     # lazy snippet is refused where the readings part, not after the whole budget.
     _, spec, make = tiny_services
     agree = make(64, policy="agree_or_exact")

@@ -186,8 +186,8 @@ def plan(policy: str, det: Reading) -> Plan:
 
     It agrees with :func:`decide` on every output the model could write; a policy that
     serves a file both readings agree on, and nothing else, is settled by the first
-    character where the model leaves the deterministic text. Worked example, the default
-    policy ``agree_or_exact``:
+    character where the model leaves the deterministic text. Worked example, the policy
+    ``agree_or_exact``:
 
     >>> exact = Reading("a = 2\\n", certain=True, exact_format=True)
     >>> plan("agree_or_exact", exact).decided.text  # a certain SEARCH/REPLACE merge

@@ -1,6 +1,6 @@
 """``python -m fastapply.bench quality`` and ``refusals`` on a real (tiny) model: readings
 are saved and re-decided, the deterministic merge alone is read without a model, and a
-refusal under the shipped policy comes after fewer forward passes than the whole file."""
+refusal under agree_or_exact comes after fewer forward passes than the whole file."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_whole_files_by_length_the_deterministic_alone_and_a_prompt_refusal(
     det = result["policies"]["deterministic"]
     assert det["<=80 lines"]["n"] == 2 and det["lazy"]["n"] == 1  # counted once each
     assert det["all"]["served_exact"] == 1.0
-    # the random model never writes the file: the shipped policy serves SR only, no wrong
+    # the random model never writes the file: agree_or_exact serves SR only, no wrong
     shipped = result["policies"]["agree_or_exact"]["all"]
     assert shipped["served_exact"] == 0.5 and shipped["wrong_served_count"] == 0
 

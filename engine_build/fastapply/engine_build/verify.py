@@ -311,8 +311,8 @@ def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_token
     from fastapply.service import FastApplyService, IncompleteOutput, ServiceConfig
 
     # policy model: both sides serve the model's whole output, the thing compared (the
-    # shipped policy answers certain SEARCH/REPLACE merges without the model, and stops
-    # lazy ones where the model leaves the deterministic merge, refused)
+    # agreement policies answer certain merges without the model, and stop the others
+    # where the model leaves the deterministic merge, refused)
     params: dict[str, Any] = {"runtime": "torch", "model_dir": str(model_dir), "device": "cpu",
               "dtype": "float32", "prompt_format": prompt_format, "policy": "model"}
     repo = render_repository(Path(work_dir) / "served-check-repository", **params)
