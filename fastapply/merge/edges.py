@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import overload
 
 from fastapply.merge.definitions import removed_definitions
+from fastapply.merge.lines import _WORDLIKE as _WORD
 
 __all__ = ["rival_edges"]
 
@@ -39,7 +40,6 @@ __all__ = ["rival_edges"]
 LOOK = 15
 #: New lines beside the edge compared with the lines beside that copy.
 ALIKE = 2
-_WORD = re.compile(r"\w")
 _COMMENT = ("*", "/", "#", "<!--")
 _LEAD = re.compile(r"\s*([\w.$@]+|[^\w\s]+)")
 
@@ -70,6 +70,13 @@ def _lead(line: str) -> tuple[str, str]:
     """Indentation and first token (a dotted name or a run of punctuation)."""
     m = _LEAD.match(line)
     return line[:len(line) - len(line.lstrip())], m.group(1) if m else ""
+
+
+def _alike(new: Sequence[str], lines: Sequence[str], k: int) -> bool:
+    """Do the last ``k`` of ``new`` read like the last ``k`` of ``lines`` (indentation and
+    first token, line by line)?"""
+    return len(lines) >= k and all(_lead(a) == _lead(b)
+                                   for a, b in zip(new[-k:], lines[-k:], strict=True))
 
 
 def rival_edges(orig: Sequence[str], pairs: Sequence[tuple[int, int]], seg: Sequence[str],
@@ -132,8 +139,7 @@ def _edge(orig: Sequence[str], pairs: list[tuple[int, int]], seg: Sequence[str],
     # the lines this placement already replaces with them: like them, it reads the new
     # lines as an edit in place as well as the other copy would (nearest wins)
     here = [s for s in orig[pairs[t - 1][1] + 1:jt] if s.strip() and s.strip() not in shown]
-    if len(here) >= k and all(_lead(a) == _lead(b)
-                              for a, b in zip(new[-k:], here[-k:], strict=True)):
+    if _alike(new, here, k):
         return None
     end = pairs[-1][1] + 1  # the tail's copy in the gap: its non-blank lines in a row
     for q in range(end, min(len(orig), end + LOOK)):
@@ -145,7 +151,7 @@ def _edge(orig: Sequence[str], pairs: list[tuple[int, int]], seg: Sequence[str],
         lines = [s for s in orig[end:q] if s.strip()]
         if len(lines) < k + 1 or any(s.strip() in shown for s in lines[-k:]):
             return None
-        if all(_lead(a) == _lead(b) for a, b in zip(new[-k:], lines[-k:], strict=True)):
+        if _alike(new, lines, k):
             stop = q
             for _ in tail:  # past the copy's last non-blank line
                 while not orig[stop].strip():
