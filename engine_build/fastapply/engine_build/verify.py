@@ -68,22 +68,6 @@ def first_divergence(reference: list[int], candidate: list[int]) -> int | None:
     return None if len(reference) == len(candidate) else min(len(reference), len(candidate))
 
 
-class LoadedTorchRuntime(TorchRuntime):
-    """The torch runtime around an already loaded model (e.g. a fake-quantized one)."""
-
-    def __init__(self, model: Any, context_limit: int) -> None:
-        self.model = model
-        self.device = str(next(model.parameters()).device)
-        self.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-        self.context_limit = context_limit
-        self.eos_token_id = getattr(model.generation_config, "eos_token_id", None)
-        # Each model runs every prompt whole on a dynamic cache (TorchRuntime's defaults):
-        # a parity check compares models, not caches.
-        # K comes with each request (the profile's max_draft_len); nothing is measured.
-        self.pass_cost_ms = {}
-        self.max_draft_len = 64
-
-
 def divergent_line(text_before: str, text: str) -> tuple[int, str]:
     r"""(1-based line number, whole line) of ``text`` at the end of ``text_before``.
 
@@ -274,7 +258,7 @@ def logits_agreement(reference: Any, candidate: Any,
 
 def fakequant_pair(model_dir: str | Path, calibration: list[list[int]], context_limit: int,
                    fold_weights: bool = True,
-                   recipe: str = "fp8") -> tuple[LoadedTorchRuntime, LoadedTorchRuntime]:
+                   recipe: str = "fp8") -> tuple[TorchRuntime, TorchRuntime]:
     """(float32 reference, float32 simulated-FP8 candidate) runtimes on CPU; the candidate
     quantized with ``recipe`` (:func:`.quantize.fp8_config`).
 
@@ -294,11 +278,13 @@ def fakequant_pair(model_dir: str | Path, calibration: list[list[int]], context_
     def load() -> Any:
         return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
-    reference = LoadedTorchRuntime(load(), context_limit)
+    # Each model runs every prompt whole on a dynamic cache: a parity check compares
+    # models, not caches; K comes with each request (the profile's max_draft_len).
+    reference = TorchRuntime.around(load(), context_limit)
     quantized = quantize_model(load(), calibration, "cpu", recipe)
     if fold_weights:
         mtq.fold_weight(quantized)
-    return reference, LoadedTorchRuntime(quantized, context_limit)
+    return reference, TorchRuntime.around(quantized, context_limit)
 
 
 def check_served(model_dir: str | Path, records: list[dict[str, Any]], max_tokens: int,

@@ -284,13 +284,6 @@ class TorchRuntime(SessionRuntime):
     smallest that holds it; buckets without graphs pad eager passes the same way (tests).
     """
 
-    #: Defaults of the optional parts, for a runtime around an already loaded model that
-    #: does not run ``__init__`` (the engine build's parity runtime): a dynamic cache, no
-    #: prompt reuse. ``__init__`` sets each from its arguments.
-    kv_cache: str = "dynamic"
-    static_kv: StaticKV | None = None
-    prompt_cache: PromptCache | None = None
-
     def __init__(self, model_dir: str | Path, device: str | None = None,
                  dtype: str | None = None, context_limit: int | None = None,
                  max_draft_len: int | None = None,
@@ -343,10 +336,25 @@ class TorchRuntime(SessionRuntime):
         #: Largest draft per verification pass (K): given, or chosen from the pass cost.
         self.max_draft_len = max_draft_len
         #: Keys and values of recent prompts (None: reuse off).
-        self.prompt_cache = None
+        self.prompt_cache: PromptCache | None = None
         if prompt_cache_mb > 0 and prompt_cache_entries > 0 and \
                 (self.static_kv is not None or _reusable(self.model)):
             self.prompt_cache = PromptCache(int(prompt_cache_mb * 2**20), prompt_cache_entries)
+
+    @classmethod
+    def around(cls, model: Any, context_limit: int, max_draft_len: int = 64) -> TorchRuntime:
+        """The runtime around an already loaded model (a fake-quantized one, in the engine
+        build's checks): its device and dtype, a dynamic cache per session, no prompt
+        reuse, K given (nothing is measured)."""
+        rt = cls.__new__(cls)
+        rt.model = model
+        rt.device = str(next(model.parameters()).device)
+        rt.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        rt.context_limit = context_limit
+        rt.eos_token_id = getattr(model.generation_config, "eos_token_id", None)
+        rt.kv_cache, rt.static_kv, rt.prompt_cache = "dynamic", None, None
+        rt.pass_cost_ms, rt.max_draft_len = {}, max_draft_len
+        return rt
 
     def measure_pass_cost(self, lengths: tuple[int, ...], cache_len: int = 256,
                           repeats: int = 5) -> dict[int, float]:
