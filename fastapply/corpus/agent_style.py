@@ -104,10 +104,12 @@ def _marker(language: str, wording: str, indent: str) -> str:
     return indent + template.format(wording)
 
 
-def _changed_new_lines(old: Sequence[str], new: Sequence[str]) -> list[tuple[int, int]]:
-    """Per change, the range of ``new`` lines it covers (a deletion: the line after it)."""
+def _changed_new_lines(old: Sequence[str], new: Sequence[str],
+                       ops: list[Any] | None = None) -> list[tuple[int, int]]:
+    """Per change (of ``ops``, default: the opcodes of ``old`` -> ``new``), the range of
+    ``new`` lines it covers (a deletion: the lines around it)."""
     out = []
-    for tag, _i1, _i2, j1, j2 in _opcodes(old, new):
+    for tag, _i1, _i2, j1, j2 in _opcodes(old, new) if ops is None else ops:
         if tag != "equal":
             if j2 > j1:
                 out.append((j1, j2 - 1))
@@ -130,12 +132,12 @@ def signature_snippet(original: str, updated: str, language: str, rng: random.Ra
         return b
     """
     old, new = lines_of(original), lines_of(updated)
-    changed = _changed_new_lines(old, new)
+    ops = _opcodes(old, new)
+    changed = _changed_new_lines(old, new, ops)
     if not changed or not new:
         return ""
     blocks: list[tuple[int, int]] = []
-    removed = [(j1, j2, old[i1:i2]) for tag, i1, i2, j1, j2 in _opcodes(old, new)
-               if tag != "equal"]
+    removed = [(j1, j2, old[i1:i2]) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
     for (first, last), (j1, j2, gone) in zip(changed, removed, strict=True):
         block = enclosing_block(new, first, last)
         if block is None:
