@@ -19,8 +19,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("fastapply.engine_build.cli", "LoRA merge -> FP8 -> TensorRT-LLM engine"),
     "loadtest": ("fastapply.loadtest.cli", "Locust load test against a server"),
     "data": ("fastapply.corpus.cli", "build edit corpora from local git history; split them"),
-    "model": ("fastapply.model.cli", "the base model as a checkpoint; the default model"),
-    "train": ("fastapply.model.train", "fine-tune the apply model (LoRA) on `data sft` examples"),
+    "model": ("fastapply.model.cli", "the base model as a checkpoint; the default model; "
+                                   "training examples (sft)"),
+    "train": ("fastapply.model.train", "fine-tune the apply model (LoRA) on `model sft` examples"),
 }
 
 

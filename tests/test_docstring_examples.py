@@ -11,7 +11,7 @@ MODULES = [
     "fastapply.merge.edits", "fastapply.merge.syntax", "fastapply.merge.udiff", "fastapply.merge",
     "fastapply.merge.apply", "fastapply.merge.blocks",
     "fastapply.decoding.drafting", "fastapply.decoding.prompts", "fastapply.merge.formats",
-    "fastapply.decoding.speculate", "fastapply.service", "fastapply.bench.common",
+    "fastapply.decoding.speculate", "fastapply.service.results", "fastapply.bench.common",
     "fastapply.bench.merge", "fastapply.bench.merge_shapes", "fastapply.merge.lazy",
     "fastapply.merge.costs", "fastapply.merge.lines", "fastapply.merge.locate",
     "fastapply.merge.align", "fastapply.merge.definitions", "fastapply.merge.text",

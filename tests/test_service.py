@@ -209,7 +209,7 @@ def test_a_complete_answer_is_returned(tiny_services: Any) -> None:
 def test_generation_stops_once_the_request_is_cancelled(
         tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     _, spec, _ = tiny_services
-    monkeypatch.setattr("fastapply.service.CANCEL_CHECK_PERIOD_S", 0.0)
+    monkeypatch.setattr("fastapply.service.apply.CANCEL_CHECK_PERIOD_S", 0.0)
     asked: list[int] = []
 
     def cancelled_on_third_question() -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("adapter", type=Path, help="the LoRA adapter (`fastapply train`'s OUT/adapter)")
     p.add_argument("--valid", type=Path, required=True,
-                   help="examples of the validation split (`fastapply data sft VALID`)")
+                   help="examples of the validation split (`fastapply model sft VALID`)")
     p.add_argument("--limit", type=int, default=60,
                    help="examples merged, a seeded sample over every repository (default 60)")
     p.add_argument("--base", type=Path, default=None,
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate(base: Path, adapter: Path, examples_path: Path, limit: int,
              out: Path) -> dict[str, Any]:
     """Exact-match rate of base + ``adapter`` on ``limit`` examples (a seeded sample) of
-    ``examples_path`` (from ``fastapply data sft`` on the validation split), each merged
+    ``examples_path`` (from ``fastapply model sft`` on the validation split), each merged
     in its own prompt format through the served path (speculative decoding, float32,
     policy ``model``: the model alone). Prints one line per key and the figures."""
     from fastapply.model.default import merge_adapter

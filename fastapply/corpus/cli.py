@@ -1,4 +1,5 @@
-"""``fastapply data build|split``: edit corpora from local git history."""
+"""``fastapply data build|split|sample``: edit corpora from local git history (the
+training examples made from them are the model's: ``fastapply model sft``)."""
 
 from __future__ import annotations
 
@@ -38,21 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--valid", type=Path, required=True, help="JSONL for the validation set")
     s.add_argument("--valid-fraction", type=float, default=0.4)
     s.add_argument("--seed", type=int, default=0)
-    t = sub.add_parser("sft", help="fine-tuning examples (windows, snippet styles, prompt "
-                                   "formats) from a corpus: use the tune split only")
-    t.add_argument("data", type=Path, help="JSONL of edit records (the tune split)")
-    t.add_argument("--out", type=Path, required=True, help="JSONL of examples to write")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--variants", type=int, default=1,
-                   help="draw every record this many times (seeds seed, seed+1, ...)")
-    t.add_argument("--whole-file-chance", type=float, default=None,
-                   help="chance that a file short enough is shown whole (default 0.5)")
-    t.add_argument("--whole-file-lines", type=int, default=None,
-                   help="files of at most this many lines may be shown whole (default 300)")
-    t.add_argument("--min-lines", type=int, default=None,
-                   help="skip records whose file has fewer lines")
-    t.add_argument("--whole-only", action="store_true",
-                   help="whole files only: skip records that cannot be shown whole")
     m = sub.add_parser("sample", help="a small per-repository sample (small files only)")
     m.add_argument("data", type=Path, help="JSONL of edit records")
     m.add_argument("--out", type=Path, required=True, help="JSONL file to write")
@@ -126,17 +112,4 @@ def run(args: argparse.Namespace) -> int:
     except DataError as exc:
         print(f"fastapply data {args.data_command}: {exc}", file=sys.stderr)
         return 2
-    if args.data_command == "sft":
-        import dataclasses
-
-        from fastapply.model.sft_data import SftConfig, mix_table, write_examples
-
-        given = {k: getattr(args, k) for k in ("whole_file_chance", "whole_file_lines",
-                                                "min_lines") if getattr(args, k) is not None}
-        config = dataclasses.replace(SftConfig(), whole_only=args.whole_only, **given)
-        figures = write_examples(recs, args.out, args.seed, config, variants=args.variants)
-        print(f"{args.out}: {figures['examples']} examples from {len(recs)} records "
-              "(the mix in characters; `fastapply train` reports it in tokens):")
-        print(mix_table(figures, unit="chars"))
-        return 0
     return (_split if args.data_command == "split" else _sample)(args, recs)

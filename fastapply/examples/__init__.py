@@ -12,7 +12,7 @@ change with a snippet in one of the styles of training and a prompt format (``id
 
     fastapply data split corpus.jsonl --tune tune.jsonl --valid valid.jsonl \\
         --valid-fraction 0.4 --seed 0                      # as in docs/model.md
-    fastapply data sft valid.jsonl --out sft-valid.jsonl --seed 0
+    fastapply model sft valid.jsonl --out sft-valid.jsonl --seed 0
     fastapply data sample sft-valid.jsonl --out fastapply/examples/validation.jsonl \\
         --per-repo 9 --seed 0
 

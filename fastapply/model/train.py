@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def add_arguments(p: Any) -> None:
     d = TrainConfig(data="", out="")
-    p.add_argument("data", help="JSONL of examples from `fastapply data sft` (tune split)")
+    p.add_argument("data", help="JSONL of examples from `fastapply model sft` (tune split)")
     p.add_argument("--out", required=True, help="run directory (checkpoints, adapter, logs)")
     p.add_argument("--base", default="", help="base checkpoint (default: `fastapply model base`)")
     for name in ("seed", "lora_r", "lora_alpha", "max_steps", "grad_accum", "max_tokens",
@@ -323,7 +323,7 @@ def run(args: Any) -> int:
     fields = {k: v for k, v in vars(args).items() if k in TrainConfig.__dataclass_fields__}
     cfg = TrainConfig(**fields)
     if not Path(cfg.data).is_file():
-        print(f"fastapply train: {cfg.data}: no such file; build it with `fastapply data sft`",
+        print(f"fastapply train: {cfg.data}: no such file; build it with `fastapply model sft`",
               file=sys.stderr)
         return 2
     adapter = train(cfg)

@@ -98,3 +98,17 @@ def test_most_answer_tokens_come_from_whole_files_over_80_lines() -> None:
                   if name in ("whole 81-200", "whole 201-300"))
     assert over_80 > 0.5
     assert "window" in figures["by_bucket"]
+
+
+def test_model_sft_command_writes_the_examples_and_prints_their_mix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fastapply model sft` (the model's command, not the corpus's) writes what
+    ``examples`` yields for the seed, and prints the mix."""
+    from fastapply.cli import main
+
+    out = tmp_path / "sft.jsonl"
+    assert main(["model", "sft", str(DATA), "--out", str(out), "--seed", "3"]) == 0
+    written = [json.loads(line) for line in out.open()]
+    recs = [json.loads(line) for line in DATA.open()]
+    assert written == list(examples(recs, seed=3))
+    assert "window" in capsys.readouterr().out

@@ -37,7 +37,7 @@ QWEN2_MESSAGE = (
 
 def record_snippet(record: dict[str, Any]) -> str:
     """The edit snippet of a record: its own ``snippet`` (training and validation examples,
-    ``fastapply data sft``), else lazy, then search/replace, then udiff (corpus records)."""
+    ``fastapply model sft``), else lazy, then search/replace, then udiff (corpus records)."""
     for key in ("snippet", "lazy_snippet", "search_replace", "udiff"):
         if isinstance(record.get(key), str) and record[key].strip():
             return str(record[key])

@@ -1,0 +1,109 @@
+"""How the service is set up: :class:`ServiceConfig` (the Triton model's parameters and
+``fastapply serve``'s options map onto it) and the runtime it names (:func:`make_runtime`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapply.decoding.runtimes import KV_CACHES, RUNTIMES, Runtime
+from fastapply.decoding.runtimes.prompt_cache import (
+    DEFAULT_PROMPT_CACHE_ENTRIES,
+    DEFAULT_PROMPT_CACHE_MB,
+)
+from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES
+
+#: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
+DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
+#: K of the TensorRT-LLM runtimes when none is configured (the profiles' engines allow 64).
+TRTLLM_DEFAULT_DRAFT_LEN = 64
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """How the service is set up (the Triton model's parameters map onto these)."""
+
+    #: deterministic | torch | trtllm-engine | trtllm-pytorch
+    runtime: str = "deterministic"
+    #: Hugging Face model directory (torch, trtllm-pytorch) or tokenizer source.
+    model_dir: str | None = None
+    #: TensorRT-LLM engine directory (trtllm-engine).
+    engine_dir: str | None = None
+    #: Tokenizer directory when it is not ``model_dir``.
+    tokenizer_dir: str | None = None
+    #: kortix | morph (see fastapply.decoding.prompts).
+    prompt_format: str = "kortix"
+    #: Largest draft per verification step (K); 0 disables speculation. None: the
+    #: runtime's own (torch: chosen from the pass cost it measures at load, see
+    #: :func:`fastapply.decoding.runtimes.torch.choose_draft_len`; TensorRT-LLM: 64, and
+    #: never more than the engine was built for).
+    max_draft_len: int | None = None
+    #: Context limit in tokens (None: the model's own).
+    context_limit: int | None = None
+    #: cpu | cuda (None: cuda when present).
+    device: str | None = None
+    #: float32 | bfloat16 | float16 (None: float32 on CPU, bfloat16 on CUDA).
+    dtype: str | None = None
+    #: MiB of recent prompts' keys and values the torch runtime keeps for prompts that
+    #: start the same way (the same file edited again); 0 turns prompt reuse off.
+    prompt_cache_mb: int = DEFAULT_PROMPT_CACHE_MB
+    #: Most prompts the torch runtime's prompt cache keeps.
+    prompt_cache_entries: int = DEFAULT_PROMPT_CACHE_ENTRIES
+    #: The torch runtime's KV cache: dynamic (a cache per request) or static (one cache
+    #: sized to the context, requests one at a time, passes replayed from CUDA graphs on
+    #: CUDA). Dynamic by default everywhere until the CUDA graph path has run on a GPU
+    #: (docs/benchmarks.md, "GPU").
+    kv_cache: str = "dynamic"
+    #: Largest accepted input in bytes.
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    #: What a model runtime serves, given the model's output and the deterministic
+    #: merge (see fastapply.decoding.witness.POLICIES).
+    policy: str = DEFAULT_POLICY
+    #: The lowest token probability the confidence-based policies accept.
+    threshold: float = DEFAULT_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {self.runtime!r}; use one of: "
+                             f"{', '.join(RUNTIMES)}")
+        if self.runtime != "deterministic" and not (self.model_dir or self.engine_dir):
+            raise ValueError(f"runtime {self.runtime!r} needs a model directory "
+                             f"(model_dir / --model)")
+        if self.max_draft_len is not None and self.max_draft_len < 0:
+            raise ValueError("max_draft_len must be >= 0")
+        if self.prompt_cache_mb < 0 or self.prompt_cache_entries < 0:
+            raise ValueError("prompt_cache_mb and prompt_cache_entries must be >= 0 "
+                             "(0 turns prompt reuse off)")
+        if self.kv_cache not in KV_CACHES:
+            raise ValueError(f"unknown kv_cache {self.kv_cache!r}; use one of: "
+                             f"{', '.join(KV_CACHES)}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; use one of: "
+                             f"{', '.join(POLICIES)}")
+
+
+
+def make_runtime(config: ServiceConfig) -> Runtime:
+    """Instantiate the configured model runtime."""
+    if config.runtime == "torch":
+        from fastapply.decoding.runtimes.torch import TorchRuntime
+
+        assert config.model_dir is not None
+        return TorchRuntime(config.model_dir, device=config.device, dtype=config.dtype,
+                            context_limit=config.context_limit,
+                            max_draft_len=config.max_draft_len,
+                            prompt_cache_mb=config.prompt_cache_mb,
+                            prompt_cache_entries=config.prompt_cache_entries,
+                            kv_cache=config.kv_cache)
+    trtllm_k = TRTLLM_DEFAULT_DRAFT_LEN if config.max_draft_len is None else config.max_draft_len
+    if config.runtime == "trtllm-engine":
+        from fastapply.decoding.runtimes.trtllm_engine import TrtllmEngineRuntime
+
+        return TrtllmEngineRuntime(config.engine_dir or config.model_dir,
+                                   max_draft_len=trtllm_k,
+                                   context_limit=config.context_limit)
+    if config.runtime == "trtllm-pytorch":
+        from fastapply.decoding.runtimes.trtllm_pytorch import TrtllmPytorchRuntime
+
+        return TrtllmPytorchRuntime(config.model_dir, max_draft_len=trtllm_k,
+                                    context_limit=config.context_limit)
+    raise ValueError(f"runtime {config.runtime!r} has no model")
