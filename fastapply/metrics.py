@@ -61,6 +61,9 @@ class Stats:
     min_token_prob: float = 1.0
     #: Which reading was served and why (see fastapply.decoding.witness): "agree", "model", ...
     witness: str = ""
+    #: Windows the model wrote where the merge was unsure (the windowed witness; 0 when
+    #: it was not asked, or asked about the whole file).
+    windows: int = 0
 
     def finalise(self, total_s: float, chars: int) -> Stats:
         """Fill the derived figures from the wall time and the output size."""

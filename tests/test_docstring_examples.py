@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     "fastapply.merge.edits", "fastapply.merge.syntax", "fastapply.merge.udiff", "fastapply.merge",
-    "fastapply.merge.apply", "fastapply.merge.blocks",
+    "fastapply.merge.apply", "fastapply.merge.blocks", "fastapply.merge.windows",
     "fastapply.decoding.drafting", "fastapply.decoding.prompts", "fastapply.merge.formats",
     "fastapply.decoding.speculate", "fastapply.service.results", "fastapply.bench.common",
     "fastapply.bench.merge", "fastapply.bench.merge_shapes", "fastapply.merge.lazy",

@@ -289,3 +289,95 @@ def test_the_client_shares_the_result_type_and_imports_no_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+# -- the windowed witness --------------------------------------------------------------
+
+
+def _window_task(window_original: str, window_snippet: str, texts: tuple[str, ...],
+                 chosen: list[str], start: int) -> Any:
+    from fastapply.merge.windows import Window
+    from fastapply.service.windows import WindowTask
+
+    end = start + texts[0].count("\n")
+    return WindowTask(Window(start, end, start, end, tuple(tuple(t.splitlines(True))
+                                                           for t in texts),
+                             tuple(range(len(texts)))), window_original, window_snippet, texts)
+
+
+def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the model writes for the window's prompt, greedily and with no drafts, is
+    # made one rival reading's window: the service serves the chosen file with that
+    # window replaced, and speculation (K 64, drafts from every reading) changes nothing.
+    plain, _, make = tiny_services
+    want = plain.apply(*TINY_COMPLETE)  # policy model: the model's own window
+    chosen_window = "y = 0\n"
+    assert want.merged_code != chosen_window
+    chosen = ["a = 1\n", "b = 2\n", chosen_window, "c = 3\n"]
+    task = _window_task(*TINY_COMPLETE, (chosen_window, want.merged_code), chosen, 2)
+    monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: Reading("".join(chosen), certain=False))
+    got = {}
+    for k in (0, 64):
+        deltas: list[str] = []
+        got[k] = make(k, policy="certain_or_agree").apply("a = 1\n", "b\n",
+                                                          on_delta=deltas.append)
+        assert got[k].merged_code == "".join(deltas) == \
+            "a = 1\nb = 2\n" + want.merged_code + "c = 3\n"
+        assert got[k].stats.witness == "window-rival" and got[k].stats.windows == 1
+    assert got[0].stats.completion_tokens == got[64].stats.completion_tokens == \
+        want.stats.completion_tokens
+    assert got[64].stats.forward_passes < got[0].stats.forward_passes
+
+
+def test_a_window_that_leaves_every_reading_is_refused_at_once_naming_the_line(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain, spec, make = tiny_services
+    want = plain.apply(*TINY_COMPLETE)
+    others = ("y = 0\n", "y = 2\n")
+    assert want.merged_code not in others
+    chosen = ["a = 1\n", "b = 2\n", "y = 0\n", "c = 3\n"]
+    task = _window_task(*TINY_COMPLETE, others, chosen, 2)
+    monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: Reading("".join(chosen), certain=False))
+    with pytest.raises(Refused, match=r"line 3: the model wrote") as caught:
+        make(64, policy="certain_or_agree").apply("a = 1\n", "b\n")
+    assert "unsure at lines 3-3" in str(caught.value) and "2 readings" in str(caught.value)
+    partial = caught.value.partial
+    assert partial is not None and partial.stats.finish_reason == "parted"
+    assert partial.stats.forward_passes < want.stats.forward_passes + 1
+
+
+def test_a_certain_merge_of_a_file_past_the_context_is_served(tiny_services: Any) -> None:
+    _, _, make = tiny_services
+    small = make(64, context_limit=256, policy="certain_or_agree")
+    big = "".join(f"value_{i} = {i}\n" for i in range(3000))
+    snippet = "<<<<<<< SEARCH\nvalue_2500 = 2500\n=======\nvalue_2500 = -1\n>>>>>>> REPLACE\n"
+    got = small.apply(big, snippet)
+    assert got.merged_code == big.replace("value_2500 = 2500\n", "value_2500 = -1\n")
+    assert got.stats.witness == "deterministic-certain" and got.stats.forward_passes == 0
+
+
+def test_an_unsure_merge_of_a_file_past_the_context_is_witnessed_in_a_window(
+        tiny_services: Any) -> None:
+    # A tie in a 3,000-line file: the model reads a window of a few lines, never the file
+    # (the whole file is ~40x the context), whatever it then writes.
+    _, _, make = tiny_services
+    small = make(64, context_limit=512, policy="certain_or_agree")
+    body = "".join(f"value_{i} = {i}\n" for i in range(1500))
+    big = body + "def f():\n    x = 1\n    return x\n" + body.replace("value", "other") + \
+        "def f():\n    x = 1\n    return x\n"
+    snippet = "# ... existing code ...\ndef f():\n    x = 2\n    return x\n# ... existing code ...\n"
+    try:
+        got = small.apply(big, snippet)
+    except Refused as exc:  # the tiny random model wrote neither reading
+        assert exc.partial is not None and "context limit" not in str(exc)
+        stats = exc.partial.stats
+    else:
+        assert got.merged_code in {big.replace("x = 1", "x = 2", 1),
+                                   "x = 2".join(big.rsplit("x = 1", 1))}
+        stats = got.stats
+    assert 0 < stats.prompt_tokens < 512 * 2  # two windows at most, each under the context

@@ -18,7 +18,12 @@ False
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapply.merge import MergeResult
 
 #: policy -> what it serves
 POLICIES: dict[str, str] = {
@@ -57,6 +62,9 @@ class Reading:
     certain: bool = False
     error: str = ""
     exact_format: bool = False
+    #: The merge itself (an unsure one names its rival readings: the windowed witness's
+    #: candidates), where the caller has it.
+    merge: MergeResult | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,7 @@ def deterministic_reading(original: str, snippet: str) -> Reading:
         return Reading(None, False, str(exc))
     return Reading(result.text, not result.uncertain,
                    "; ".join(u.message for u in result.uncertain),
-                   detect_format(snippet) in ("search_replace", "udiff"))
+                   detect_format(snippet) in ("search_replace", "udiff"), result)
 
 
 def parting(model_text: str, det_text: str, context: int = 2, most: int = 6) -> str:
@@ -260,10 +268,11 @@ merged: line 2: the model wrote
         self.checked += len(piece)
         return agrees
 
-    def refusal(self, most: int = 6) -> Decision:
+    def refusal(self, most: int = 6, first_line: int = 1) -> Decision:
         """The refusal once the model has left ``expected``: the line where the two part,
         what the model wrote from there (``...`` where it was stopped inside a line) and
-        the deterministic merge's lines there, as :func:`decide` names them."""
+        the deterministic merge's lines there, as :func:`decide` names them (lines
+        counted from ``first_line``: a window's first line in the file)."""
         written = self.written or ""
         same = next((i for i, (a, b) in enumerate(zip(written, self.expected, strict=False))
                      if a != b), min(len(written), len(self.expected)))
@@ -272,6 +281,47 @@ merged: line 2: the model wrote
         if not written.endswith("\n"):
             mine[-1] += " ..."
         theirs = self.expected[start:].splitlines()[:len(mine)]
-        where = (f"line {self.expected.count(chr(10), 0, start) + 1}: the model wrote\n"
+        where = (f"line {self.expected.count(chr(10), 0, start) + first_line}: the model wrote\n"
                  f"{_show(mine, most)}\nthe deterministic merge wrote\n{_show(theirs, most)}")
         return Decision(False, message=f"{READ_DIFFERENTLY}; nothing was merged: {where}")
+
+
+class AnyAgreement:
+    """:class:`Agreement` with several expected texts (the readings of an unsure merge, in
+    one window): ``feed`` is False once the model's text has left every one of them.
+
+    >>> watch = AnyAgreement(["a\\nb\\n", "a\\nc\\n"])
+    >>> watch.feed("a\\n"), watch.feed("c"), watch.feed("\\n")
+    (True, True, True)
+    >>> watch.agreed()
+    1
+    >>> watch = AnyAgreement(["a\\nb\\n", "a\\nc\\n"])
+    >>> watch.feed("a\\nd")
+    False
+    """
+
+    def __init__(self, expected: Sequence[str]) -> None:
+        self.watches = [Agreement(text) for text in expected]
+        #: The model's text so far.
+        self.text = ""
+
+    def feed(self, piece: str) -> bool:
+        """Compare the next piece; False once no expected text starts with the model's."""
+        self.text += piece
+        alive = [w.feed(piece) for w in self.watches if w.written is None]
+        return any(alive)
+
+    def agreed(self) -> int | None:
+        """The expected text the model's whole text equals (its index), or None."""
+        return next((k for k, w in enumerate(self.watches) if w.expected == self.text), None)
+
+    def refusal(self, most: int = 6, first_line: int = 1) -> Decision:
+        """The refusal, against the expected text the model followed longest."""
+        def reach(w: Agreement) -> int:
+            return next((i for i, (a, b) in enumerate(zip(self.text, w.expected, strict=False))
+                         if a != b), min(len(self.text), len(w.expected)))
+
+        best = max(self.watches, key=reach)
+        if best.written is None:
+            best.written = self.text
+        return best.refusal(most, first_line)

@@ -22,7 +22,8 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
 from fastapply.merge import formats
 from fastapply.merge.blocks import replace_block
@@ -36,20 +37,57 @@ from fastapply.merge.precision import review, strict_runs, unanchored_removals
 from fastapply.merge.syntax import BLOCK_FORM, BLOCK_MARKER, SEPARATOR, EditError, EditPlan
 from fastapply.merge.text import line_ends, with_ends
 
-__all__ = ["EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet", "merge"]
+__all__ = ["Candidate", "EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet",
+           "merge"]
 
 
 #: Tied anchors retried the other way when the chosen reading is in other trouble (each
 #: retry re-runs the reading).
 TIE_RETRIES = 8
+#: Most rival readings an unsure merge builds (each is a whole file: a reading re-run).
+RIVALS = 12
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One reading the merge weighed, as a whole file."""
+
+    #: The merged file under this reading.
+    text: str
+    #: How this reading differs from the chosen one, for a person ("chosen" for it).
+    how: str
+    #: (hunk index in the plan, first original line, end) of every hunk it placed:
+    #: which part of the snippet a region of the original answers to.
+    placed: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class MergeResult:
-    """The candidate file and the places where the merge was unsure."""
+    """The candidate file and the places where the merge was unsure.
+
+    An unsure merge also names the readings it weighed (``candidates``: the chosen one
+    first, then each distinct rival, built within the merge's work budget) and, per line
+    of ``text``, the original line it keeps (``kept``: -1 for a line an edit wrote), so a
+    witness can be asked about the lines where the readings differ only
+    (:mod:`fastapply.merge.windows`). A certain merge carries neither.
+    """
 
     text: str
     uncertain: tuple[Uncertainty, ...] = ()
+    candidates: tuple[Candidate, ...] = ()
+    kept: tuple[int, ...] = ()
+    #: The parsed snippet (its hunks' snippet lines), for an unsure merge.
+    plan: EditPlan | None = None
+    #: Builds ``candidates`` and ``kept`` on demand (the rivals cost a reading each).
+    readings: Callable[[], tuple[tuple[Candidate, ...], tuple[int, ...]]] | None = field(
+        default=None, compare=False, repr=False)
+
+    def with_readings(self) -> MergeResult:
+        """This result with its candidates and kept lines built (see the class)."""
+        if self.readings is None or self.candidates:
+            return self
+        candidates, kept = self.readings()
+        return replace(self, candidates=candidates, kept=kept)
 
     def check(self) -> str:
         """The text, or EditError listing every unsure place."""
@@ -61,22 +99,26 @@ class MergeResult:
 def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
              shared: _Merger | None, flips: frozenset[int],
              budget: WorkBudget | None = None,
-             anchored: dict[int, tuple[bool, bool]] | None = None) -> _Merger:
+             anchored: dict[int, tuple[bool, bool]] | None = None,
+             edge_flips: frozenset[tuple[int, str]] = frozenset()) -> _Merger:
     """Merge ``plan`` with ``context`` lines of context, taking the rival placement of
-    the lazy segments numbered in ``flips``; the segments numbered in ``anchored`` have
-    an edge anchored where its line is found (see _signature_edges)."""
-    m = _Merger(orig, context, eof, shared, flips)
+    the lazy segments numbered in ``flips`` and reading the unsure edges in
+    ``edge_flips`` the other way; the segments numbered in ``anchored`` have an edge
+    anchored where its line is found (see _signature_edges)."""
+    m = _Merger(orig, context, eof, shared, flips, edge_flips)
     if shared is None:
         m.anchored = anchored or {}
         m.budget = budget or WorkBudget()
         m.snippet_lines = frozenset(s.strip() for hunk in plan.hunks for s in hunk.new
                                     if s.strip())
         m.mixed = plan.format == "mixed"
-    for hunk in plan.hunks:
+    for k, hunk in enumerate(plan.hunks):
+        done = len(m.replacements)
         if hunk.kind == "lazy":
             m.lazy_segment(hunk)
         else:
             replace_block(m, hunk)
+        m.placed.extend((k, r.start, r.end) for r in m.replacements[done:])
     return m
 
 
@@ -235,11 +277,13 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     lazy = any(hunk.kind == "lazy" for hunk in plan.hunks)
     # After a final newline a snippet may show the empty "line" that follows it as
     # context (``text.split("\n")`` has it): let lazy segments match it too.
+    as_written = plan
     plan, anchored = _signature_edges(plan, orig)
     phantom = lazy and body.endswith("\n")
     if phantom:
         orig = [*orig, ""]
     best: _Merger | None = None
+    weighed: list[_Merger] = []  # every reading made, the rivals of an unsure merge
     for context in (3, 2, 1, None) if lazy else (None,):
         if best is not None and (best.violations == 0 if context is not None
                                  else best.context != 1 and not best.drops):
@@ -248,6 +292,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
             break  # no later reading can win
         m = _reading(plan, orig, context, len(orig) - phantom, best, frozenset(), budget,
                      anchored)
+        weighed.append(m)
         if best is None:
             best = m
         elif context is not None:
@@ -266,8 +311,6 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
         other = _reading(plan, orig, m.context, len(orig) - phantom, m, m.flips | {tie})
         if other.trouble() < m.trouble():
             m = other
-    if m.final_newline is not None:  # a diff said "No newline at end of file"
-        final_newline = m.final_newline
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
     m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
@@ -277,19 +320,64 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     m.uncertain.extend(u for lo, hi, u in m.edges  # another copy inside a marker's gap
                        if not any(r.start < hi and r.end > lo for r in m.replacements))
     ends = line_ends(original)  # a file that mixes CRLF and LF keeps each line's ending
-    sources: list[int] | None = [] if ends else None
-    lines = m.text_lines(sources)
-    if phantom and not any(r.end == len(orig) for r in m.replacements):
-        lines.pop()  # the empty line after the final newline is still there: drop it
-        if sources:
-            sources.pop()
-    if ends and sources is not None:
-        return MergeResult(with_ends(lines, sources, ends, newline, final_newline),
-                           tuple(m.uncertain))
-    text = "\n".join(lines) + ("\n" if lines and final_newline else "")
-    if newline != "\n":
-        text = text.replace("\n", newline)
-    return MergeResult(text, tuple(m.uncertain))
+
+    def render(r: _Merger, kept: list[int] | None = None) -> str:
+        """The file one reading writes (``kept`` gets its lines' original numbers)."""
+        sources: list[int] | None = [] if ends else None
+        lines = r.text_lines(sources, kept)
+        if phantom and not any(x.end == len(orig) for x in r.replacements):
+            lines.pop()  # the empty line after the final newline is still there: drop it
+            if sources:
+                sources.pop()
+            if kept:
+                kept.pop()
+        # a diff said "No newline at end of file"
+        newline_at_end = final_newline if r.final_newline is None else r.final_newline
+        if ends and sources is not None:
+            return with_ends(lines, sources, ends, newline, newline_at_end)
+        text = "\n".join(lines) + ("\n" if lines and newline_at_end else "")
+        return text.replace("\n", newline) if newline != "\n" else text
+
+    text = render(m)
+    chosen = m
+
+    def readings() -> tuple[tuple[Candidate, ...], tuple[int, ...]]:
+        """The chosen reading and its rivals: the other readings weighed, each tied
+        segment at its other match, each unsure edge read the other way, a snippet from
+        a signature read as written; each distinct file once, within the budget."""
+        kept: list[int] = []
+        render(chosen, kept)
+        out = [Candidate(text, "chosen", tuple(chosen.placed))]
+        eof = len(orig) - phantom
+
+        def rivals() -> Iterator[tuple[_Merger, str]]:
+            for r in weighed:
+                yield r, (f"read with {r.context} lines of context" if r.context is not None
+                          else "read with 0-3 lines of context")
+            for tie in chosen.ties:
+                yield (_reading(plan, orig, chosen.context, eof, chosen, chosen.flips ^ {tie}),
+                       f"lazy segment {tie} at its other match")
+            for edge in dict.fromkeys(chosen.edge_choices):
+                yield (_reading(plan, orig, chosen.context, eof, chosen, chosen.flips,
+                                edge_flips=frozenset({edge})),
+                       f"lazy segment {edge[0]}: the lines {edge[1]} it read the other way")
+            if anchored:
+                yield (_reading(as_written, orig, chosen.context, eof, None, frozenset(),
+                                chosen.budget),
+                       "the snippet read as written (its first segment at the file's top)")
+
+        try:
+            for r, how in rivals():
+                other = render(r)
+                if all(c.text != other for c in out):
+                    out.append(Candidate(other, how, tuple(r.placed)))
+                if len(out) > RIVALS:
+                    break
+        except EditError:
+            pass  # the budget is spent: the readings built so far
+        return tuple(out), tuple(kept)
+
+    return MergeResult(text, tuple(m.uncertain), plan=plan, readings=readings)
 
 
 def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
@@ -307,7 +395,14 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
     if found:
         result = replace(result, uncertain=result.uncertain + tuple(
             Uncertainty(*f) for f in found))
-    return replace(result, text=bom + result.text) if bom else result
+    if not result.uncertain:
+        result = replace(result, plan=None, readings=None)
+    else:
+        result = result.with_readings()
+    if bom:
+        result = replace(result, text=bom + result.text, candidates=tuple(
+            replace(c, text=bom + c.text) for c in result.candidates))
+    return result
 
 
 #: The byte order mark some editors write before UTF-8 text.

@@ -197,3 +197,73 @@ def second_definition(seg: Sequence[str], orig: Sequence[str], start: int, end: 
         if len(at) == 1 and not start <= at[0] < end:
             return at[0], name
     return None
+
+
+#: A top-level declaration (at column 0), name in the first group that matched:
+#: ``def``/``class``/``function``/``func`` (not a Go method: it has a receiver),
+#: ``fn``/``struct``/``enum``/``trait``/``type``/``interface``/``const``/``let``/``var``/
+#: ``static`` with ``export``/``pub``/``async``/``default`` before them.
+_TOP_DECL = re.compile(r"^(?:export\s+)?(?:default\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?"
+                       r"(?:unsafe\s+)?(?:def|class|function|func|fn|struct|enum|trait|type|"
+                       r"interface|const|let|var|static|mod)\s+(?:mut\s+)?([A-Za-z_]\w*)")
+#: A name declared inside a Go ``var (``/``const (`` block: ``\tname Type``, ``\tname = ...``.
+_GO_BLOCK_ITEM = re.compile(r"^\s+([A-Za-z_]\w*)(?:\s*,\s*[A-Za-z_]\w*)*(?:\s+[^=\s]|\s*=)")
+_GO_BLOCK_OPEN = re.compile(r"^(?:var|const)\s*\($")
+
+
+def declared_names(lines: Sequence[str]) -> dict[str, list[int]]:
+    """Top-level declarations by name: the 0-based lines that declare it. A function
+    declared without a body (``function f(a: string): void;``, an overload) or a
+    declaration under an attribute line (``#[cfg(...)]``, ``@overload``: one of several
+    variants) is left out, and so are examples in a Markdown file's fenced blocks.
+
+    >>> declared_names(["var a int", "var (", "\tb = 1", "\ta = 2", ")", "func (r T) a() {}"])
+    {'a': [0, 3], 'b': [2]}
+    """
+    out: dict[str, list[int]] = {}
+    in_block = fenced = False
+    for i, line in enumerate(lines):
+        if line.startswith(("```", "~~~")):  # examples in a Markdown file: not its names
+            fenced = not fenced
+        if fenced or len(line) > _HEADER_CHARS:
+            continue
+        if in_block:
+            if line.startswith(")"):
+                in_block = False
+                continue
+            m = _GO_BLOCK_ITEM.match(line)
+            if m and not line.lstrip().startswith("//"):
+                out.setdefault(m.group(1), []).append(i)
+            continue
+        if _GO_BLOCK_OPEN.match(line.rstrip()):
+            in_block = True
+            continue
+        m = _TOP_DECL.match(line)
+        if not m or (line.rstrip().endswith(";") and "(" in line and "=" not in line):
+            continue
+        previous = lines[i - 1].strip() if i else ""
+        if previous.startswith(("#[", "@")):
+            continue
+        out.setdefault(m.group(1), []).append(i)
+    return out
+
+
+def doubled_declarations(original: Sequence[str], merged: Sequence[str],
+                         shown: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """Names the merged file declares at the top level more often than the original,
+    and at least twice, where the snippet (``shown``) declares them fewer times than the
+    merged file: a declaration the snippet rewrote that the merge kept beside its new
+    form. Each with the merged file's 0-based lines that declare it.
+
+    >>> doubled_declarations(["var a int", "var b int"],
+    ...                      ["var a int", "var (", "\ta int", "\tb int", ")"],
+    ...                      ["var (", "\ta int", "\tb int", ")"])
+    [('a', [0, 2])]
+    """
+    after = declared_names(merged)
+    if not any(len(where) > 1 for where in after.values()):
+        return []
+    before, snippet = declared_names(original), declared_names(shown)
+    return [(name, where) for name, where in after.items()
+            if len(where) > max(1, len(before.get(name, ())))
+            and len(snippet.get(name, ())) < len(where)]

@@ -45,10 +45,18 @@ class Uncertainty:
 
 class _Merger:
     def __init__(self, orig: list[str], context: int | None = None, eof: int | None = None,
-                 shared: _Merger | None = None, flips: frozenset[int] = frozenset()) -> None:
+                 shared: _Merger | None = None, flips: frozenset[int] = frozenset(),
+                 edge_flips: frozenset[tuple[int, str]] = frozenset()) -> None:
         self.orig = orig
         self.flips = flips  # lazy segments (numbers) that take their rival placement
         self.ties: list[int] = []  # lazy segments (numbers) that have a rival placement
+        # edges without a marker, (segment number, "before" | "after"), read the other way:
+        # the lines between the edge and its match kept where the reading replaced them,
+        # or replaced where it kept them (the rival readings of an unsure edge)
+        self.edge_flips = edge_flips
+        self.edge_choices: list[tuple[int, str]] = []  # the unsure edges this reading met
+        # (hunk index in the plan, first original line, end) of every placed hunk
+        self.placed: list[tuple[int, int, int]] = []
         self.context = context  # lines of context a lazy snippet shows (None: 0-3)
         # where the file's lines end (before the empty line after a final newline)
         self.eof = len(orig) if eof is None else eof
@@ -136,11 +144,13 @@ class _Merger:
                 self.unsure(first + 1, f"{hunk.label}: no marker comes before it but its "
                                        f"first line matches original line {first + 1}, so "
                                        f"lines {start + 1}-{first} were kept; add a marker")
-                start = first
             else:
                 self.unsure(start + 1, f"{hunk.label}: no marker comes before it, so original "
                                        f"lines {start + 1}-{first} were replaced by its first "
                                        f"{i0} lines; add a marker to keep them")
+            if (i0 == 0) != ((hunk.number, "before") in self.edge_flips):
+                start = first
+            self.edge_choices.append((hunk.number, "before"))
         if last < min(end, self.eof) and \
                 (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))) and \
                 not self._moved(last, end):
@@ -148,11 +158,13 @@ class _Merger:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it but its last "
                                       f"line matches original line {last}, so lines "
                                       f"{last + 1}-{end} were kept; add a marker")
-                end = last
             else:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it, so original "
                                       f"lines {last + 1}-{end} were replaced by its last "
                                       f"{len(seg) - 1 - i1} lines; add a marker to keep them")
+            if (i1 == len(seg) - 1) != ((hunk.number, "after") in self.edge_flips):
+                end = last
+            self.edge_choices.append((hunk.number, "after"))
         if p.rival >= 0:
             self.unsure(first + 1, f"{hunk.label}: its anchors match equally well at lines "
                                    f"{first + 1} and {p.rival + 1}; used line {first + 1}")
@@ -383,9 +395,12 @@ class _Merger:
             index = self._words[key] = WordIndex(self._positions(key))
         return index
 
-    def text_lines(self, sources: list[int] | None = None) -> list[str]:
+    def text_lines(self, sources: list[int] | None = None,
+                   kept: list[int] | None = None) -> list[str]:
         """The merged lines; ``sources``, if given, gets each one's original line number
-        (-1: a new line) for the line endings of a file that mixes them."""
+        (-1: a new line) for the line endings of a file that mixes them; ``kept``, if
+        given, the original line number of each line outside every replacement (-1 for
+        the lines a replacement wrote, even those equal to an original line)."""
         out: list[str] = []
         cursor = 0
         last: _Replacement | None = None
@@ -406,9 +421,14 @@ class _Merger:
             if sources is not None:
                 sources.extend(range(cursor, r.start))
                 sources.extend(kept_lines(self.orig[r.start:r.end], r.lines, r.start))
+            if kept is not None:
+                kept.extend(range(cursor, r.start))
+                kept.extend([-1] * len(r.lines))
             cursor = r.end
         out.extend(self.orig[cursor:])
         if sources is not None:
             sources.extend(range(cursor, len(self.orig)))
+        if kept is not None:
+            kept.extend(range(cursor, len(self.orig)))
         return out
 

@@ -328,7 +328,24 @@ def review(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
     if not any(h.kind == "lazy" for h in plan.hunks):
         return []
     return segments_in_order(plan, _lines(text)) + kept_marker_lookalikes(plan, original) + \
-        inline_markers(plan, original) + unchanged(plan, original, text)
+        inline_markers(plan, original) + unchanged(plan, original, text) + \
+        doubled(plan, original, text)
+
+
+def doubled(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
+    """A finding for each name the merged file declares twice where the original declared
+    it once and the snippet does not show both (:func:`.definitions.doubled_declarations`):
+    the merge kept an old declaration beside the snippet's new form of it (Go's ``var a
+    T`` lines regrouped into ``var ( ... )``, a function rewritten under another header)."""
+    from fastapply.merge.definitions import doubled_declarations
+
+    shown = [s for h in plan.hunks for s in h.new]
+    return [(0, f"the merged file declares {name!r} {len(where)} times (lines "
+                f"{', '.join(str(i + 1) for i in where)}) where the original declares it "
+                f"once and the snippet shows fewer: an old declaration was probably kept "
+                f"beside its new form; show the lines around the old one, or mark its "
+                f"removal") for name, where in doubled_declarations(
+                    _lines(original), _lines(text), shown)]
 
 
 def unchanged(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:

@@ -76,6 +76,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"docs/model.md)")
     p.add_argument("--threshold", type=float, default=None,
                    help="lowest token probability the confidence policies accept")
+    p.add_argument("--witness", choices=["window", "file"], default=None,
+                   help=f"where the merge is unsure, the model writes only windows around "
+                        f"its unsure places (window) or the whole file (file) (default: "
+                        f"{ServiceConfig.witness}; see docs/model.md)")
     # None leaves ServiceConfig's default (fastapply.service), the one place it is written
     p.add_argument("--prompt-format", choices=sorted(FORMATS),
                    help=f"default: {ServiceConfig.prompt_format}")
@@ -142,7 +146,7 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
         prompt_cache_mb=getattr(args, "prompt_cache_mb", None),
         prompt_cache_entries=getattr(args, "prompt_cache_entries", None),
         kv_cache=getattr(args, "kv_cache", None),
-        threshold=getattr(args, "threshold", None))
+        threshold=getattr(args, "threshold", None), witness=getattr(args, "witness", None))
 
 
 def run(args: argparse.Namespace) -> int:

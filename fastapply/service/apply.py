@@ -177,10 +177,24 @@ class FastApplyService:
                     on_delta(delta)
 
         try:
-            # a prompt far over the context is refused before the merge is run
+            # the merge's work is bounded (merge.costs): it runs whatever the file's length,
+            # so a certain merge is served and an unsure one witnessed in its windows
+            reading = witness.deterministic_reading(original, snippet)  # drafts and witness
+            plan = witness.plan(self.config.policy, reading)
+            if plan.decided is not None:  # whatever the model would write
+                return self._decided(plan.decided, on_delta)
+            if plan.model == witness.UNTIL_PARTING and self.config.witness == "window" and \
+                    not reading.certain and reading.text is not None:
+                from fastapply.service.windows import NoWindows, witness_windows
+
+                try:
+                    return witness_windows(self, original, snippet, instruction, reading,
+                                           on_delta, cancelled)
+                except NoWindows:
+                    pass  # no place to put a window on: the whole file is witnessed
+            # a prompt far over the context is refused before the sources are tokenized
             prompts.refuse_far_over(tok, (original, snippet, instruction or ""),
                                     runtime.context_limit)
-            reading = witness.deterministic_reading(original, snippet)  # drafts and witness
             request = prompts.build_request(
                 tok, self.format, original, snippet, instruction, stop_ids=self.stop_ids,
                 max_new_tokens=max_tokens or runtime.context_limit,
@@ -189,9 +203,6 @@ class FastApplyService:
             if max_tokens is None:  # the answer restates at most what the prompt holds
                 request = replace(request, max_new_tokens=min(
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
-            plan = witness.plan(self.config.policy, reading)
-            if plan.decided is not None:  # whatever the model would write
-                return self._decided(plan.decided, on_delta)
             if plan.model == witness.UNTIL_PARTING:
                 watch = witness.Agreement(reading.text or "")
             gen = runtime.generate(request, on_tokens=on_tokens)

@@ -14,6 +14,9 @@ from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICI
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
+#: What the model may be asked about an unsure merge (ServiceConfig.witness).
+WITNESSES = ("window", "file")
+DEFAULT_WITNESS = "window"
 #: K of the TensorRT-LLM runtimes when none is configured (the profiles' engines allow 64).
 TRTLLM_DEFAULT_DRAFT_LEN = 64
 
@@ -60,6 +63,11 @@ class ServiceConfig:
     policy: str = DEFAULT_POLICY
     #: The lowest token probability the confidence-based policies accept.
     threshold: float = DEFAULT_THRESHOLD
+    #: What the model is asked where a policy serves an unsure merge only as the model
+    #: reads it: ``window`` (only windows around the merge's unsure places, compared with
+    #: the merge's rival readings there: fastapply.service.windows) or ``file`` (the whole
+    #: file, for a strong model a user brings).
+    witness: str = DEFAULT_WITNESS
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -76,6 +84,9 @@ class ServiceConfig:
         if self.kv_cache not in KV_CACHES:
             raise ValueError(f"unknown kv_cache {self.kv_cache!r}; use one of: "
                              f"{', '.join(KV_CACHES)}")
+        if self.witness not in WITNESSES:
+            raise ValueError(f"unknown witness {self.witness!r}; use one of: "
+                             f"{', '.join(WITNESSES)}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; use one of: "
                              f"{', '.join(POLICIES)}")

@@ -1,0 +1,261 @@
+"""The windowed witness: where the merge is unsure, the model reads and writes only windows.
+
+An unsure merge names the readings it weighed (:class:`fastapply.merge.MergeResult`'s
+``candidates``). :func:`fastapply.merge.windows.unsure_windows` cuts the chosen file into
+windows around the lines where those readings differ (and where the merge reported an
+unsure place). For each window the model gets, in the served prompt format, the original
+lines of the window and the part of the snippet placed there (:func:`snippet_part`), and
+writes the window; every reading's window is a draft source, so speculation still gives
+the model's own greedy output token for token. Where its window equals one reading's, that
+reading's lines are taken; the file served is the chosen file with each window replaced
+(with one window: exactly that reading's whole file). Where it leaves every reading, the
+edit is refused at once, naming the line and both texts.
+
+The cost follows the unsure place, not the file: a window is a few dozen lines however
+long the file is, and a file past the model's context is witnessed in its windows; only a
+window that does not fit the context is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fastapply.merge.syntax import EditPlan, is_marker
+from fastapply.metrics import Stats
+from fastapply.service.inputs import InvalidRequest
+from fastapply.service.results import ApplyResult, Refused
+
+if TYPE_CHECKING:
+    from fastapply.decoding.witness import Reading
+    from fastapply.merge.windows import Window
+    from fastapply.service.apply import FastApplyService
+
+#: An answer may run this many tokens past its longest reading before it is cut (it can
+#: then equal none of them).
+MARGIN_TOKENS = 16
+
+
+class NoWindows(Exception):
+    """The merge's unsure places cannot be put in windows (a place tied to no line, or
+    no reading named): the whole-file witness decides."""
+
+
+def _hunk_span(lines: Sequence[str], plan: EditPlan, k: int) -> tuple[int, int]:
+    """Snippet lines ``lo:hi`` (0-based) of hunk ``k`` of ``plan``, with the markers
+    beside a lazy segment, a SEARCH/REPLACE block to its ``>>>>>>>`` line, a diff hunk
+    from its ``@@`` line to the next one.
+
+    >>> from fastapply.merge import parse_edit
+    >>> s = "a\\n// ...\\nb\\nc\\n// ...\\nd\\n".split("\\n")
+    >>> _hunk_span(s, parse_edit("\\n".join(s)), 1)
+    (1, 5)
+    """
+    hunk = plan.hunks[k]
+    lo = hunk.snippet_line - 1
+    if hunk.kind == "lazy":
+        hi = lo + len(hunk.new)
+        if lo > 0 and is_marker(lines[lo - 1]):
+            lo -= 1
+        if hi < len(lines) and is_marker(lines[hi]):
+            hi += 1
+        return lo, hi
+    hi = lo + 1
+    while hi < len(lines):
+        line = lines[hi]
+        hi += 1
+        if hunk.kind == "search_replace" and line.startswith(">>>>>>>"):
+            break
+        if hunk.kind == "udiff" and hi < len(lines) and lines[hi].startswith(("@@", "--- ")):
+            break
+    return lo, hi
+
+
+def snippet_part(snippet: str, plan: EditPlan | None, hunks: set[int]) -> str:
+    """The snippet's lines from the first to the last hunk of ``hunks`` (markers beside
+    them included); the whole snippet where none is named."""
+    if plan is None or not hunks:
+        return snippet
+    lines = snippet.splitlines(keepends=True)
+    bare = [s.rstrip("\r\n") for s in lines]
+    spans = [_hunk_span(bare, plan, k) for k in sorted(hunks) if k < len(plan.hunks)]
+    if not spans:
+        return snippet
+    return "".join(lines[min(lo for lo, _ in spans):max(hi for _, hi in spans)])
+
+
+def _hunks_in(window: Window, placed: Sequence[Sequence[tuple[int, int, int]]]) -> set[int]:
+    """The hunks some reading placed inside the window's original lines."""
+    lo, hi = window.orig_start, window.orig_end
+    return {k for places in placed for k, start, end in places
+            if ((start < hi and end > lo) if start < end else lo < start < hi)}
+
+
+@dataclass(frozen=True)
+class WindowTask:
+    """One window as the model is asked about it."""
+
+    window: Window
+    #: The original lines of the window (the prompt's code).
+    original: str
+    #: The part of the snippet placed there (the prompt's update).
+    snippet: str
+    #: Each reading's text of the window, the chosen one first.
+    texts: tuple[str, ...]
+
+
+def plan_windows(original: str, snippet: str, reading: Reading) -> list[WindowTask]:
+    """The windows of an unsure merge, or NoWindows where it has none to offer."""
+    from fastapply.merge.windows import unsure_windows
+
+    merge = reading.merge
+    if merge is None or reading.text is None or not merge.candidates or \
+            any(u.line <= 0 for u in merge.uncertain):
+        raise NoWindows
+    chosen = merge.text.splitlines(keepends=True)
+    if len(chosen) != len(merge.kept):
+        raise NoWindows
+    rivals = [c.text.splitlines(keepends=True) for c in merge.candidates[1:]]
+    orig_lines = original.splitlines(keepends=True)
+    windows = unsure_windows(chosen, merge.kept, rivals,
+                             [u.line - 1 for u in merge.uncertain], orig_lines=len(orig_lines))
+    placed = [c.placed for c in merge.candidates]
+    return [WindowTask(w, "".join(orig_lines[w.orig_start:w.orig_end]),
+                       snippet_part(snippet, merge.plan, _hunks_in(w, placed)),
+                       tuple("".join(t) for t in w.texts)) for w in windows]
+
+
+def witness_windows(service: FastApplyService, original: str, snippet: str,
+                    instruction: str | None, reading: Reading,
+                    on_delta: Callable[[str], None] | None,
+                    cancelled: Callable[[], bool]) -> ApplyResult:
+    """Serve an unsure merge by the model's windows (see the module), or refuse it."""
+    tasks = plan_windows(original, snippet, reading)
+    assert reading.text is not None
+    total = Stats(finish_reason="stop")
+    total.min_token_prob = 1.0
+    chosen = reading.text.splitlines(keepends=True)
+    served: list[tuple[int, int, str]] = []
+    readings_taken: list[int] = []
+    for task in tasks:
+        picked = _one_window(service, task, instruction, total, cancelled)
+        w = task.window
+        served.append((w.start, w.end, task.texts[picked]))
+        readings_taken.append(w.readings[picked])
+    out: list[str] = []
+    cursor = 0
+    for start, end, text in served:
+        out.extend(chosen[cursor:start])
+        out.append(text)
+        cursor = end
+    out.extend(chosen[cursor:])
+    merged = "".join(out)
+    total.windows = len(tasks)
+    total.witness = "window" if all(k == 0 for k in readings_taken) else "window-rival"
+    if on_delta is not None and merged:
+        on_delta(merged)
+    return ApplyResult(merged, total)
+
+
+def _one_window(service: FastApplyService, task: WindowTask, instruction: str | None,
+                total: Stats, cancelled: Callable[[], bool]) -> int:
+    """The model writes one window; the index of the reading it equals, or Refused."""
+    from fastapply.decoding import prompts
+    from fastapply.decoding.speculate import (
+        ContextLimitError,
+        GenerationRequest,
+        TextStream,
+        check_context,
+    )
+    from fastapply.decoding.witness import AnyAgreement
+    from fastapply.service.results import RequestCancelled
+
+    tok, runtime, fmt = service.tokenizer, service.runtime, service.format
+    assert runtime is not None
+    w = task.window
+    first_line = w.start + 1
+    prompt_ids = prompts.build_prompt_ids(tok, fmt, task.original, task.snippet, instruction)
+    try:
+        room = check_context(len(prompt_ids), runtime.context_limit)
+    except ContextLimitError:
+        raise InvalidRequest(
+            f"the merge is unsure at lines {first_line}-{w.end} of the merged file and the "
+            f"window the model must read there ({len(prompt_ids)} tokens with its part of "
+            f"the snippet) does not fit the context limit of {runtime.context_limit} "
+            f"tokens; nothing was merged: send that change as SEARCH/REPLACE blocks, or "
+            f"show more unchanged lines around it") from None
+    sources = [prompts.encode(tok, fmt.expected_output(t)) for t in task.texts]
+    longest = max(len(s) for s in sources)
+    request = GenerationRequest(
+        prompt_ids, sources + [prompts.encode(tok, task.original),
+                               prompts.encode(tok, task.snippet)],
+        frozenset(service.stop_ids), min(room, longest + MARGIN_TOKENS),
+        service.max_draft_len)
+    watch = AnyAgreement(task.texts)
+    stream = TextStream(tok, skip_ids=service.stop_ids)
+    extractor = prompts.StreamExtractor(fmt)
+    passes = 0
+
+    def on_tokens(new: list[int]) -> None:  # after every forward pass
+        nonlocal passes
+        passes += 1
+        if cancelled():
+            raise RequestCancelled
+        if stream.push(new):
+            delta = extractor.feed(stream.text)
+            if delta and not watch.feed(delta):
+                raise _Parted  # no later token can make it a reading's window
+
+    try:
+        gen = runtime.generate(request, on_tokens=on_tokens)
+    except _Parted:
+        _add(total, None, passes, len(prompt_ids))
+        raise Refused(_refusal(watch, first_line, w, task),
+                      ApplyResult(watch.text, _parted(total))) from None
+    stream.flush()
+    tail = extractor.finish(stream.text)
+    alive = watch.feed(tail) if tail else True
+    _add(total, gen.stats, passes, len(prompt_ids))
+    picked = watch.agreed() if alive and gen.stats.complete else None
+    if picked is not None:
+        return picked
+    if not gen.stats.complete:
+        raise Refused(f"the model did not finish its window at lines {first_line}-{w.end} "
+                      f"(it ran past every reading of the merge there); nothing was merged: "
+                      f"show more unchanged lines around the change there, or send "
+                      f"SEARCH/REPLACE blocks", ApplyResult(watch.text, _parted(total)))
+    raise Refused(_refusal(watch, first_line, w, task), ApplyResult(watch.text, _parted(total)))
+
+
+class _Parted(Exception):
+    """The model's window left every reading (raised inside generation to stop it)."""
+
+
+def _add(total: Stats, stats: Stats | None, passes: int, prompt_tokens: int) -> None:
+    """Add one window's figures to the request's."""
+    total.prompt_tokens += prompt_tokens
+    total.forward_passes += passes if stats is None else stats.forward_passes
+    if stats is None:
+        return
+    total.completion_tokens += stats.completion_tokens
+    total.accepted_draft_tokens += stats.accepted_draft_tokens
+    total.rejected_draft_tokens += stats.rejected_draft_tokens
+    total.reused_prompt_tokens += stats.reused_prompt_tokens
+    total.min_token_prob = min(total.min_token_prob, stats.min_token_prob)
+    if not total.ttft_ms:
+        total.ttft_ms = stats.ttft_ms
+
+
+def _parted(total: Stats) -> Stats:
+    total.finish_reason = "parted"
+    return total
+
+
+def _refusal(watch: Any, first_line: int, w: Window, task: WindowTask) -> str:
+    message = watch.refusal(first_line=first_line).message
+    readings = len(task.texts)
+    return (f"{message}\n(the merge was unsure at lines {w.start + 1}-{w.end} of the merged "
+            f"file and weighed {readings} reading{'s' if readings > 1 else ''} there; the "
+            f"model's window matched none: show more unchanged lines around that change, or "
+            f"send it as SEARCH/REPLACE blocks)")
