@@ -334,7 +334,7 @@ def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
 
 def test_a_window_that_leaves_every_reading_is_refused_at_once_naming_the_line(
         tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    plain, spec, make = tiny_services
+    plain, _, make = tiny_services
     want = plain.apply(*TINY_COMPLETE)
     others = ("y = 0\n", "y = 2\n")
     assert want.merged_code not in others
@@ -370,7 +370,8 @@ def test_an_unsure_merge_of_a_file_past_the_context_is_witnessed_in_a_window(
     body = "".join(f"value_{i} = {i}\n" for i in range(1500))
     big = body + "def f():\n    x = 1\n    return x\n" + body.replace("value", "other") + \
         "def f():\n    x = 1\n    return x\n"
-    snippet = "# ... existing code ...\ndef f():\n    x = 2\n    return x\n# ... existing code ...\n"
+    snippet = ("# ... existing code ...\ndef f():\n    x = 2\n    return x\n"
+               "# ... existing code ...\n")
     try:
         got = small.apply(big, snippet)
     except Refused as exc:  # the tiny random model wrote neither reading

@@ -10,7 +10,8 @@ from fastapply.merge.windows import unsure_windows
 TWIN = "".join(f"line {i}\n" for i in range(40)) + \
     "def f():\n    x = 1\n    return x\n\n" + "".join(f"mid {i}\n" for i in range(40)) + \
     "def f():\n    x = 1\n    return x\n\n" + "".join(f"end {i}\n" for i in range(40))
-TWIN_SNIPPET = "# ... existing code ...\ndef f():\n    x = 2\n    return x\n# ... existing code ...\n"
+TWIN_SNIPPET = ("# ... existing code ...\ndef f():\n    x = 2\n    return x\n"
+                "# ... existing code ...\n")
 
 
 def test_a_tie_names_both_placements_as_whole_files() -> None:
@@ -25,7 +26,8 @@ def test_a_tie_names_both_placements_as_whole_files() -> None:
 
 
 def test_a_certain_merge_carries_no_readings() -> None:
-    result = apply_snippet("a = 1\nb = 2\n", "<<<<<<< SEARCH\nb = 2\n=======\nb = 3\n>>>>>>> REPLACE\n")
+    result = apply_snippet("a = 1\nb = 2\n",
+                           "<<<<<<< SEARCH\nb = 2\n=======\nb = 3\n>>>>>>> REPLACE\n")
     assert not result.uncertain and result.candidates == () and result.kept == ()
 
 
@@ -38,7 +40,7 @@ def test_windows_hold_every_line_the_readings_differ_on_and_no_more() -> None:
     assert len(windows) == 2  # one at each copy, not the 40 lines between them
     for w in windows:
         assert w.end - w.start <= 12
-        assert not chosen[w.start].strip() == ""  # a window never opens with a blank line
+        assert chosen[w.start].strip() != ""  # a window never opens with a blank line
     for rival in rivals:  # each reading is the chosen file with its windows replaced
         served, cursor = [], 0
         for w in windows:
