@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "quality": "model vs deterministic merge vs serving policies: served exact, wrong served",
     "adapter": "exact-match rate of a trained LoRA adapter on validation examples",
     "refusals": "how soon a policy's refusal comes, against the model writing the whole file",
+    "windows": "the windowed witness against the whole-file one, by file length, side by side",
     "serve": "Triton/gRPC overhead against in-process merges",
     "openai_front": "what the OpenAI/Morph/Relace HTTP front adds over direct gRPC",
     "http_guard": "what the HTTP guard adds per generate request over Triton's own port",

@@ -394,7 +394,7 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
     found = review(plan, original, result.text)
     if found:
         result = replace(result, uncertain=result.uncertain + tuple(
-            Uncertainty(*f) for f in found))
+            Uncertainty(*f, local=False) for f in found))
     if not result.uncertain:
         result = replace(result, plan=None, readings=None)
     else:

@@ -211,6 +211,15 @@ _GO_BLOCK_ITEM = re.compile(r"^\s+([A-Za-z_]\w*)(?:\s*,\s*[A-Za-z_]\w*)*(?:\s+[^
 _GO_BLOCK_OPEN = re.compile(r"^(?:var|const)\s*\($")
 
 
+#: Words a C-like declaration has where the name would be (``static void f(``,
+#: ``const char *s``): a type, not the name declared.
+_C_TYPES = frozenset({"void", "int", "char", "long", "short", "unsigned", "signed", "float",
+                      "double", "bool", "struct", "enum", "union", "inline", "const",
+                      "volatile", "auto", "extern", "size_t", "uint8_t", "uint16_t",
+                      "uint32_t", "uint64_t", "int8_t", "int16_t", "int32_t", "int64_t",
+                      "final", "readonly", "function", "fn", "async"})
+
+
 def declared_names(lines: Sequence[str]) -> dict[str, list[int]]:
     """Top-level declarations by name: the 0-based lines that declare it. A function
     declared without a body (``function f(a: string): void;``, an overload) or a
@@ -239,7 +248,8 @@ def declared_names(lines: Sequence[str]) -> dict[str, list[int]]:
             in_block = True
             continue
         m = _TOP_DECL.match(line)
-        if not m or (line.rstrip().endswith(";") and "(" in line and "=" not in line):
+        if not m or m.group(1) in _C_TYPES or (
+                line.rstrip().endswith(";") and "(" in line and "=" not in line):
             continue
         previous = lines[i - 1].strip() if i else ""
         if previous.startswith(("#[", "@")):

@@ -41,6 +41,10 @@ class Uncertainty:
     line: int
     #: What and where, for a person.
     message: str
+    #: Whether what could be wrong lies at ``line`` (a tie, an edge, a removal there), so
+    #: a window around it holds every reading; False where the segment's true place may
+    #: be anywhere (found unchanged, or matching nowhere): only the whole file can tell.
+    local: bool = True
 
 
 class _Merger:
@@ -110,8 +114,8 @@ class _Merger:
         contract, unsure places, then fewer unique anchors."""
         return self.violations, len(self.uncertain) + len(self.misfits), -self.anchors
 
-    def unsure(self, line: int, message: str) -> None:
-        self.uncertain.append(Uncertainty(line, message))
+    def unsure(self, line: int, message: str, local: bool = True) -> None:
+        self.uncertain.append(Uncertainty(line, message, local))
 
     def lazy_segment(self, hunk: Hunk) -> None:
         """Place one lazy segment: it replaces the original lines between its anchors."""
@@ -204,7 +208,7 @@ class _Merger:
                 f"{hunk.label}: each of its lines was found as it stands at lines "
                 f"{start + 1}-{end} (blank lines beside the markers aside), so the change "
                 f"it shows (a deletion?) was not read; show a unique line of unchanged "
-                f"context on each side of the change")))
+                f"context on each side of the change"), local=False))
         self.pos = end
         self.drops += p.drops
         key = key_loose if loose else key_exact
@@ -363,7 +367,7 @@ class _Merger:
         if not hunk.marker_before and not hunk.marker_after:
             self.replacements.append(_Replacement(0, len(self.orig), seg))
             self.unsure(1, f"{hunk.label}: no line of it matches the original; treated "
-                           f"as the whole new file")
+                           f"as the whole new file", local=False)
             return
         if not hunk.marker_after:  # it runs to the end: append it there
             where, line = self.eof, self.eof
@@ -377,7 +381,8 @@ class _Merger:
             line = self._near[hunk, self.pos]
             where = line - 1
         self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
-                          f"at line {where + 1}, closest match at line {line}; nothing removed")
+                          f"at line {where + 1}, closest match at line {line}; nothing removed",
+                    local=False)
         self.replacements.append(_Replacement(where, where, seg))
         self.pos = where
 

@@ -111,8 +111,8 @@ def plan_windows(original: str, snippet: str, reading: Reading) -> list[WindowTa
 
     merge = reading.merge
     if merge is None or reading.text is None or not merge.candidates or \
-            any(u.line <= 0 for u in merge.uncertain):
-        raise NoWindows
+            any(u.line <= 0 or not u.local for u in merge.uncertain):
+        raise NoWindows  # an unsure place no window holds: the whole file decides
     chosen = merge.text.splitlines(keepends=True)
     if len(chosen) != len(merge.kept):
         raise NoWindows
