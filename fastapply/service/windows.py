@@ -30,7 +30,6 @@ from fastapply.service.results import ApplyResult, Refused
 if TYPE_CHECKING:
     from fastapply.decoding.witness import Reading
     from fastapply.merge.windows import Window
-    from fastapply.service.apply import FastApplyService
 
 #: An answer may run this many tokens past its longest reading before it is cut (it can
 #: then equal none of them).
@@ -126,11 +125,12 @@ def plan_windows(original: str, snippet: str, reading: Reading) -> list[WindowTa
                        tuple("".join(t) for t in w.texts)) for w in windows]
 
 
-def witness_windows(service: FastApplyService, original: str, snippet: str,
+def witness_windows(service: Any, original: str, snippet: str,
                     instruction: str | None, reading: Reading,
                     on_delta: Callable[[str], None] | None,
                     cancelled: Callable[[], bool]) -> ApplyResult:
-    """Serve an unsure merge by the model's windows (see the module), or refuse it."""
+    """Serve an unsure merge by the model's windows (see the module), or refuse it.
+    ``service`` is the FastApplyService asking (its tokenizer, runtime, format)."""
     tasks = plan_windows(original, snippet, reading)
     assert reading.text is not None
     total = Stats(finish_reason="stop")
@@ -158,7 +158,7 @@ def witness_windows(service: FastApplyService, original: str, snippet: str,
     return ApplyResult(merged, total)
 
 
-def _one_window(service: FastApplyService, task: WindowTask, instruction: str | None,
+def _one_window(service: Any, task: WindowTask, instruction: str | None,
                 total: Stats, cancelled: Callable[[], bool]) -> int:
     """The model writes one window; the index of the reading it equals, or Refused."""
     from fastapply.decoding import prompts
