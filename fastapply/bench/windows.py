@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 c["merge_refused"] += 1
                 continue
             c["unsure"] += 1
-            merge = det.merge
+            merge = det.merge.with_readings() if det.merge is not None else None
             texts = [x.text for x in merge.candidates] if merge is not None else []
             c["right_among_readings"] += int(rec["updated"] in texts)
             if c["unsure_run"] >= args.unsure:

@@ -65,11 +65,12 @@ class Candidate:
 class MergeResult:
     """The candidate file and the places where the merge was unsure.
 
-    An unsure merge also names the readings it weighed (``candidates``: the chosen one
+    An unsure merge can also name the readings it weighed (``candidates``: the chosen one
     first, then each distinct rival, built within the merge's work budget) and, per line
     of ``text``, the original line it keeps (``kept``: -1 for a line an edit wrote), so a
     witness can be asked about the lines where the readings differ only
-    (:mod:`fastapply.merge.windows`). A certain merge carries neither.
+    (:mod:`fastapply.merge.windows`). They cost a reading each, so they are built only
+    when asked for (:meth:`with_readings`); a certain merge has none.
     """
 
     text: str
@@ -397,12 +398,15 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
             Uncertainty(*f, local=False) for f in found))
     if not result.uncertain:
         result = replace(result, plan=None, readings=None)
-    else:
-        result = result.with_readings()
-    if bom:
-        result = replace(result, text=bom + result.text, candidates=tuple(
-            replace(c, text=bom + c.text) for c in result.candidates))
-    return result
+    elif bom and result.readings is not None:
+        build = result.readings
+
+        def readings() -> tuple[tuple[Candidate, ...], tuple[int, ...]]:
+            candidates, kept = build()
+            return tuple(replace(c, text=bom + c.text) for c in candidates), kept
+
+        result = replace(result, readings=readings)
+    return replace(result, text=bom + result.text) if bom else result
 
 
 #: The byte order mark some editors write before UTF-8 text.

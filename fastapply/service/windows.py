@@ -108,7 +108,7 @@ def plan_windows(original: str, snippet: str, reading: Reading) -> list[WindowTa
     """The windows of an unsure merge, or NoWindows where it has none to offer."""
     from fastapply.merge.windows import unsure_windows
 
-    merge = reading.merge
+    merge = reading.merge.with_readings() if reading.merge is not None else None
     if merge is None or reading.text is None or not merge.candidates or \
             any(u.line <= 0 or not u.local for u in merge.uncertain):
         raise NoWindows  # an unsure place no window holds: the whole file decides
@@ -134,7 +134,6 @@ def witness_windows(service: Any, original: str, snippet: str,
     tasks = plan_windows(original, snippet, reading)
     assert reading.text is not None
     total = Stats(finish_reason="stop")
-    total.min_token_prob = 1.0
     chosen = reading.text.splitlines(keepends=True)
     served: list[tuple[int, int, str]] = []
     readings_taken: list[int] = []

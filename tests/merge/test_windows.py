@@ -15,7 +15,7 @@ TWIN_SNIPPET = ("# ... existing code ...\ndef f():\n    x = 2\n    return x\n"
 
 
 def test_a_tie_names_both_placements_as_whole_files() -> None:
-    result = apply_snippet(TWIN, TWIN_SNIPPET)
+    result = apply_snippet(TWIN, TWIN_SNIPPET).with_readings()
     assert result.uncertain, "a tie is unsure"
     texts = [c.text for c in result.candidates]
     first = TWIN.replace("    x = 1\n", "    x = 2\n", 1)
@@ -27,12 +27,13 @@ def test_a_tie_names_both_placements_as_whole_files() -> None:
 
 def test_a_certain_merge_carries_no_readings() -> None:
     result = apply_snippet("a = 1\nb = 2\n",
-                           "<<<<<<< SEARCH\nb = 2\n=======\nb = 3\n>>>>>>> REPLACE\n")
+                           "<<<<<<< SEARCH\nb = 2\n=======\nb = 3\n>>>>>>> REPLACE\n"
+                           ).with_readings()
     assert not result.uncertain and result.candidates == () and result.kept == ()
 
 
 def test_windows_hold_every_line_the_readings_differ_on_and_no_more() -> None:
-    result = apply_snippet(TWIN, TWIN_SNIPPET)
+    result = apply_snippet(TWIN, TWIN_SNIPPET).with_readings()
     chosen = result.text.splitlines(keepends=True)
     rivals = [c.text.splitlines(keepends=True) for c in result.candidates[1:]]
     windows = unsure_windows(chosen, result.kept, rivals,
