@@ -25,6 +25,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fastapply.merge.syntax import EditPlan, is_marker
+
+if TYPE_CHECKING:
+    from fastapply.merge.apply import MergeResult
 
 #: Unchanged lines shown each side of the lines where the readings differ.
 CONTEXT = 6
@@ -39,7 +45,11 @@ DIFF_LINES = 4000
 class Window:
     """Lines ``start:end`` of the chosen file, the merge of original lines
     ``orig_start:orig_end`` under every reading; ``texts`` holds each distinct reading's
-    lines there (the chosen one first) and ``readings`` which candidate each came from."""
+    lines there (the chosen one first), ``readings`` which candidate each came from first,
+    and ``members`` every candidate whose lines there each text is (a rival that differs
+    from the chosen reading only elsewhere shares the chosen text here). A witness that
+    takes text ``i`` here keeps only the candidates of ``members[i]``: over several windows,
+    only a candidate every window agrees with may be served."""
 
     start: int
     end: int
@@ -47,6 +57,11 @@ class Window:
     orig_end: int
     texts: tuple[tuple[str, ...], ...]
     readings: tuple[int, ...]
+    members: tuple[frozenset[int], ...] = ()
+
+    def agreeing(self, text: int) -> frozenset[int]:
+        """The candidates whose lines here are text ``text``."""
+        return self.members[text] if self.members else frozenset({self.readings[text]})
 
 
 def _span(chosen: Sequence[str], other: Sequence[str]) -> tuple[int, int]:
@@ -153,6 +168,8 @@ def unsure_windows(chosen: Sequence[str], kept: Sequence[int],
     for start, end, owners in merged:
         texts = [tuple(chosen[start:end])]
         readings = [0]
+        # every candidate that differs from the chosen one only elsewhere shares its text
+        members = [{0} | {k for k in range(1, len(rivals) + 1) if k not in owners}]
         for k in sorted(owners):
             same, rival = maps[k], rivals[k - 1]
             if (start > 0 and start - 1 not in same) or (end < len(chosen) and end not in same):
@@ -163,6 +180,96 @@ def unsure_windows(chosen: Sequence[str], kept: Sequence[int],
             if text not in texts:
                 texts.append(text)
                 readings.append(k)
+                members.append(set())
+            members[texts.index(text)].add(k)
         lo, hi = _orig_range(start, end, kept, n_orig)
-        windows.append(Window(start, end, lo, hi, tuple(texts), tuple(readings)))
+        windows.append(Window(start, end, lo, hi, tuple(texts), tuple(readings),
+                              tuple(frozenset(m) for m in members)))
     return windows
+
+
+class NoWindows(Exception):
+    """The merge's unsure places cannot be put in windows (a place tied to no line, or
+    no reading named): the whole-file witness decides."""
+
+
+def _hunk_span(lines: Sequence[str], plan: EditPlan, k: int) -> tuple[int, int]:
+    """Snippet lines ``lo:hi`` (0-based) of hunk ``k`` of ``plan``, with the markers
+    beside a lazy segment, a SEARCH/REPLACE block to its ``>>>>>>>`` line, a diff hunk
+    from its ``@@`` line to the next one.
+
+    >>> from fastapply.merge import parse_edit
+    >>> s = "a\\n// ...\\nb\\nc\\n// ...\\nd\\n".split("\\n")
+    >>> _hunk_span(s, parse_edit("\\n".join(s)), 1)
+    (1, 5)
+    """
+    hunk = plan.hunks[k]
+    lo = hunk.snippet_line - 1
+    if hunk.kind == "lazy":
+        hi = lo + len(hunk.new)
+        if lo > 0 and is_marker(lines[lo - 1]):
+            lo -= 1
+        if hi < len(lines) and is_marker(lines[hi]):
+            hi += 1
+        return lo, hi
+    hi = lo + 1
+    while hi < len(lines):
+        line = lines[hi]
+        hi += 1
+        if hunk.kind == "search_replace" and line.startswith(">>>>>>>"):
+            break
+        if hunk.kind == "udiff" and hi < len(lines) and lines[hi].startswith(("@@", "--- ")):
+            break
+    return lo, hi
+
+
+def snippet_part(snippet: str, plan: EditPlan | None, hunks: set[int]) -> str:
+    """The snippet's lines from the first to the last hunk of ``hunks`` (markers beside
+    them included); the whole snippet where none is named."""
+    if plan is None or not hunks:
+        return snippet
+    lines = snippet.splitlines(keepends=True)
+    bare = [s.rstrip("\r\n") for s in lines]
+    spans = [_hunk_span(bare, plan, k) for k in sorted(hunks) if k < len(plan.hunks)]
+    if not spans:
+        return snippet
+    return "".join(lines[min(lo for lo, _ in spans):max(hi for _, hi in spans)])
+
+
+def _hunks_in(window: Window, placed: Sequence[Sequence[tuple[int, int, int]]]) -> set[int]:
+    """The hunks some reading placed inside the window's original lines."""
+    lo, hi = window.orig_start, window.orig_end
+    return {k for places in placed for k, start, end in places
+            if ((start < hi and end > lo) if start < end else lo < start < hi)}
+
+
+@dataclass(frozen=True)
+class WindowTask:
+    """One window as the model is asked about it."""
+
+    window: Window
+    #: The original lines of the window (the prompt's code).
+    original: str
+    #: The part of the snippet placed there (the prompt's update).
+    snippet: str
+    #: Each reading's text of the window, the chosen one first.
+    texts: tuple[str, ...]
+
+
+def window_tasks(original: str, snippet: str, merge: MergeResult) -> list[WindowTask]:
+    """The windows of an unsure merge as the model is asked about them (the windowed
+    witness serves them; training builds its hard cases from them), or NoWindows where an
+    unsure place is tied to no line or the merge named no readings."""
+    if not merge.candidates or any(u.line <= 0 or not u.local for u in merge.uncertain):
+        raise NoWindows  # an unsure place no window holds: the whole file decides
+    chosen = merge.text.splitlines(keepends=True)
+    if len(chosen) != len(merge.kept):
+        raise NoWindows
+    rivals = [c.text.splitlines(keepends=True) for c in merge.candidates[1:]]
+    orig_lines = original.splitlines(keepends=True)
+    windows = unsure_windows(chosen, merge.kept, rivals,
+                             [u.line - 1 for u in merge.uncertain], orig_lines=len(orig_lines))
+    placed = [c.placed for c in merge.candidates]
+    return [WindowTask(w, "".join(orig_lines[w.orig_start:w.orig_end]),
+                       snippet_part(snippet, merge.plan, _hunks_in(w, placed)),
+                       tuple("".join(t) for t in w.texts)) for w in windows]

@@ -18,11 +18,10 @@ window that does not fit the context is refused.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapply.merge.syntax import EditPlan, is_marker
+from fastapply.merge.windows import NoWindows, WindowTask, window_tasks
 from fastapply.metrics import Stats
 from fastapply.service.inputs import InvalidRequest
 from fastapply.service.results import ApplyResult, Refused
@@ -31,98 +30,18 @@ if TYPE_CHECKING:
     from fastapply.decoding.witness import Reading
     from fastapply.merge.windows import Window
 
+__all__ = ["NoWindows", "WindowTask", "plan_windows", "witness_windows"]
+
 #: An answer may run this many tokens past its longest reading before it is cut (it can
 #: then equal none of them).
 MARGIN_TOKENS = 16
 
 
-class NoWindows(Exception):
-    """The merge's unsure places cannot be put in windows (a place tied to no line, or
-    no reading named): the whole-file witness decides."""
-
-
-def _hunk_span(lines: Sequence[str], plan: EditPlan, k: int) -> tuple[int, int]:
-    """Snippet lines ``lo:hi`` (0-based) of hunk ``k`` of ``plan``, with the markers
-    beside a lazy segment, a SEARCH/REPLACE block to its ``>>>>>>>`` line, a diff hunk
-    from its ``@@`` line to the next one.
-
-    >>> from fastapply.merge import parse_edit
-    >>> s = "a\\n// ...\\nb\\nc\\n// ...\\nd\\n".split("\\n")
-    >>> _hunk_span(s, parse_edit("\\n".join(s)), 1)
-    (1, 5)
-    """
-    hunk = plan.hunks[k]
-    lo = hunk.snippet_line - 1
-    if hunk.kind == "lazy":
-        hi = lo + len(hunk.new)
-        if lo > 0 and is_marker(lines[lo - 1]):
-            lo -= 1
-        if hi < len(lines) and is_marker(lines[hi]):
-            hi += 1
-        return lo, hi
-    hi = lo + 1
-    while hi < len(lines):
-        line = lines[hi]
-        hi += 1
-        if hunk.kind == "search_replace" and line.startswith(">>>>>>>"):
-            break
-        if hunk.kind == "udiff" and hi < len(lines) and lines[hi].startswith(("@@", "--- ")):
-            break
-    return lo, hi
-
-
-def snippet_part(snippet: str, plan: EditPlan | None, hunks: set[int]) -> str:
-    """The snippet's lines from the first to the last hunk of ``hunks`` (markers beside
-    them included); the whole snippet where none is named."""
-    if plan is None or not hunks:
-        return snippet
-    lines = snippet.splitlines(keepends=True)
-    bare = [s.rstrip("\r\n") for s in lines]
-    spans = [_hunk_span(bare, plan, k) for k in sorted(hunks) if k < len(plan.hunks)]
-    if not spans:
-        return snippet
-    return "".join(lines[min(lo for lo, _ in spans):max(hi for _, hi in spans)])
-
-
-def _hunks_in(window: Window, placed: Sequence[Sequence[tuple[int, int, int]]]) -> set[int]:
-    """The hunks some reading placed inside the window's original lines."""
-    lo, hi = window.orig_start, window.orig_end
-    return {k for places in placed for k, start, end in places
-            if ((start < hi and end > lo) if start < end else lo < start < hi)}
-
-
-@dataclass(frozen=True)
-class WindowTask:
-    """One window as the model is asked about it."""
-
-    window: Window
-    #: The original lines of the window (the prompt's code).
-    original: str
-    #: The part of the snippet placed there (the prompt's update).
-    snippet: str
-    #: Each reading's text of the window, the chosen one first.
-    texts: tuple[str, ...]
-
-
 def plan_windows(original: str, snippet: str, reading: Reading) -> list[WindowTask]:
     """The windows of an unsure merge, or NoWindows where it has none to offer."""
-    from fastapply.merge.windows import unsure_windows
-
-    merge = reading.merge.with_readings() if reading.merge is not None else None
-    if merge is None or reading.text is None or not merge.candidates or \
-            any(u.line <= 0 or not u.local for u in merge.uncertain):
-        raise NoWindows  # an unsure place no window holds: the whole file decides
-    chosen = merge.text.splitlines(keepends=True)
-    if len(chosen) != len(merge.kept):
+    if reading.merge is None or reading.text is None:
         raise NoWindows
-    rivals = [c.text.splitlines(keepends=True) for c in merge.candidates[1:]]
-    orig_lines = original.splitlines(keepends=True)
-    windows = unsure_windows(chosen, merge.kept, rivals,
-                             [u.line - 1 for u in merge.uncertain], orig_lines=len(orig_lines))
-    placed = [c.placed for c in merge.candidates]
-    return [WindowTask(w, "".join(orig_lines[w.orig_start:w.orig_end]),
-                       snippet_part(snippet, merge.plan, _hunks_in(w, placed)),
-                       tuple("".join(t) for t in w.texts)) for w in windows]
+    return window_tasks(original, snippet, reading.merge.with_readings())
 
 
 def witness_windows(service: Any, original: str, snippet: str,
@@ -136,12 +55,23 @@ def witness_windows(service: Any, original: str, snippet: str,
     total = Stats(finish_reason="stop")
     chosen = reading.text.splitlines(keepends=True)
     served: list[tuple[int, int, str]] = []
-    readings_taken: list[int] = []
+    alive: frozenset[int] | None = None  # the readings every window so far agrees with
     for task in tasks:
         picked = _one_window(service, task, instruction, total, cancelled)
         w = task.window
         served.append((w.start, w.end, task.texts[picked]))
-        readings_taken.append(w.readings[picked])
+        agreeing = w.agreeing(picked)
+        if alive is not None and not alive & agreeing:
+            # each window matched some reading, but no one reading matches them all (the
+            # model wrote a tied change at both of its places, say): their mix is a file
+            # no reading of the merge is
+            raise Refused(
+                f"the model's windows agree with readings of the merge that exclude each "
+                f"other (its window at lines {w.start + 1}-{w.end} of the merged file is "
+                f"one reading's, an earlier window another's); nothing was merged: show "
+                f"more unchanged lines around the change so it matches one place, or send "
+                f"it as SEARCH/REPLACE blocks", ApplyResult("", _parted(total)))
+        alive = agreeing if alive is None else alive & agreeing
     out: list[str] = []
     cursor = 0
     for start, end, text in served:
@@ -151,7 +81,7 @@ def witness_windows(service: Any, original: str, snippet: str,
     out.extend(chosen[cursor:])
     merged = "".join(out)
     total.windows = len(tasks)
-    total.witness = "window" if all(k == 0 for k in readings_taken) else "window-rival"
+    total.witness = "window" if alive is None or 0 in alive else "window-rival"
     if on_delta is not None and merged:
         on_delta(merged)
     return ApplyResult(merged, total)

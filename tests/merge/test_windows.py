@@ -58,6 +58,32 @@ def test_windows_hold_every_line_the_readings_differ_on_and_no_more() -> None:
             {"".join(t) for t in w.texts}
 
 
+
+def test_a_tie_in_two_windows_names_which_reading_each_text_belongs_to() -> None:
+    # The tie's two placements lie 40 lines apart: a window at each. In the first, the
+    # reading that placed the change there has the changed text; every other reading
+    # (the one that placed it at the second copy) has the unchanged one. A witness that
+    # takes the changed text in both windows agrees with no single reading.
+    result = apply_snippet(TWIN, TWIN_SNIPPET).with_readings()
+    chosen = result.text.splitlines(keepends=True)
+    rivals = [c.text.splitlines(keepends=True) for c in result.candidates[1:]]
+    first, second = unsure_windows(chosen, result.kept, rivals,
+                                   [u.line - 1 for u in result.uncertain], context=3)
+    every = set(range(len(result.candidates)))
+    for w in (first, second):
+        assert set().union(*w.members) == every  # each candidate has one text per window
+        assert sum(len(m) for m in w.members) == len(every)
+        for k, text in enumerate(w.texts):  # members[k] are the candidates with that text
+            for c in w.members[k]:
+                lines = result.candidates[c].text.splitlines(keepends=True)
+                assert "".join(text) in "".join(lines)
+    changed = [next(k for k, t in enumerate(w.texts) if "    x = 2\n" in t)
+               for w in (first, second)]
+    assert not first.agreeing(changed[0]) & second.agreeing(changed[1])
+    unchanged = [next(k for k, t in enumerate(w.texts) if "    x = 2\n" not in t)
+                 for w in (first, second)]
+    assert first.agreeing(changed[0]) & second.agreeing(unchanged[1])
+
 def test_a_go_regrouping_that_keeps_an_old_declaration_is_not_certain() -> None:
     # the class of issue 31 item 7: separate var lines regrouped into var ( ... ), one
     # renamed; the merge places the new block by its comments and keeps the old lines
