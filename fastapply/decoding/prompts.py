@@ -77,12 +77,19 @@ class PromptFormat:
         return [{"role": "user", "content": user}]
 
     def expected_output(self, merged: str) -> str:
-        """The text a well-behaved model emits for ``merged`` (the drafts' source).
+        """The text a well-behaved model emits for ``merged`` (the drafts' source, the
+        training answer). :meth:`extract` drops one newline right after the opening tag
+        (models often write one), so a file that starts with a blank line gets a newline
+        of its own after the tag: ``extract(expected_output(f)) == f`` for every file.
 
-        >>> KORTIX.expected_output("a\\n")
-        '<updated-code>a\\n</updated-code>'
+        >>> KORTIX.expected_output("a\\n"), KORTIX.expected_output("\\na\\n")
+        ('<updated-code>a\\n</updated-code>', '<updated-code>\\n\\na\\n</updated-code>')
+        >>> all(f == F.extract(F.expected_output(f)) for F in (KORTIX, MORPH)
+        ...     for f in ("", "a", "\\n", "\\n\\nb\\n", "  x\\n"))
+        True
         """
-        return f"{self.open_tag}{merged}{self.close_tag}"
+        lead = "\n" if self.open_tag and merged.startswith("\n") else ""
+        return f"{self.open_tag}{lead}{merged}{self.close_tag}"
 
     def extract(self, text: str) -> str:
         """The file inside a complete model answer (tags and a wrapping fence removed)."""
