@@ -38,12 +38,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip records whose file has fewer lines")
     t.add_argument("--whole-only", action="store_true",
                    help="whole files only: skip records that cannot be shown whole")
+    t.add_argument("--hard-windows", action="store_true",
+                   help="add the hard cases: the windows the windowed witness asks about "
+                        "where the merge of a record is unsure, in every snippet style, "
+                        "answered with the true window (after the drawn examples; "
+                        "--variants 0 for these alone)")
 
 
 def _sft(args: argparse.Namespace) -> int:
     import dataclasses
+    import time
+    from collections import Counter
 
     from fastapply.examples import DataError, load_edits
+    from fastapply.model.hard_windows import hard_examples
     from fastapply.model.sft_data import SftConfig, mix_table, write_examples
 
     try:
@@ -54,10 +62,19 @@ def _sft(args: argparse.Namespace) -> int:
     given = {k: getattr(args, k) for k in ("whole_file_chance", "whole_file_lines",
                                             "min_lines") if getattr(args, k) is not None}
     config = dataclasses.replace(SftConfig(), whole_only=args.whole_only, **given)
-    figures = write_examples(recs, args.out, args.seed, config, variants=args.variants)
+    counts: Counter[str] = Counter()
+    extra = hard_examples(recs, args.seed, counts=counts) if args.hard_windows else ()
+    t0 = time.perf_counter()
+    figures = write_examples(recs, args.out, args.seed, config, variants=args.variants,
+                             extra=extra)
     print(f"{args.out}: {figures['examples']} examples from {len(recs)} records "
           "(the mix in characters; `fastapply train` reports it in tokens):")
     print(mix_table(figures, unit="chars"))
+    if args.hard_windows:
+        hard = figures["by_bucket"].get("unsure window", {}).get("examples", 0)
+        print(f"hard cases: {hard} unsure windows from {counts['merges']} merges "
+              f"({time.perf_counter() - t0:.0f} s in all); "
+              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "merges"))
     return 0
 
 

@@ -113,20 +113,25 @@ def examples(records: Iterable[dict[str, Any]], seed: int = 0,
 
 
 def write_examples(records: list[dict[str, Any]], out: Path, seed: int = 0,
-                   config: SftConfig = SftConfig(), variants: int = 1) -> dict[str, Any]:
-    """Write :func:`examples` to ``out`` (JSONL); return their :func:`mix` (characters
-    stand for tokens here; the trainer reports tokens). With ``variants`` > 1 every record
-    is drawn again with seeds ``seed + 1``, ...: other windows, styles and formats of the
-    same changes."""
+                   config: SftConfig = SftConfig(), variants: int = 1,
+                   extra: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Write :func:`examples` to ``out`` (JSONL), then ``extra`` (the hard cases of
+    :mod:`fastapply.model.hard_windows`, say); return their :func:`mix` (characters stand
+    for tokens here; the trainer reports tokens). With ``variants`` > 1 every record is
+    drawn again with seeds ``seed + 1``, ...: other windows, styles and formats of the
+    same changes. ``variants`` 0 writes ``extra`` alone."""
+    import itertools
+
     kept: list[dict[str, Any]] = []
+    drawn = (examples(records, seed + k, config) for k in range(variants))
     with out.open("w", encoding="utf-8") as f:
-        for k in range(variants):
-            for ex in examples(records, seed + k, config):
-                kept.append({"style": ex["style"], "whole_file": ex["whole_file"],
-                             "lines": ex["original"].count("\n"),
-                             "tokens": len(ex["original"]) + len(ex["snippet"])
-                             + len(ex["updated"]), "answer_tokens": len(ex["updated"])})
-                f.write(json.dumps(ex, ensure_ascii=False) + "\n")
+        for ex in itertools.chain(*drawn, extra):
+            kept.append({"style": ex["style"], "whole_file": ex["whole_file"],
+                         "hard": ex.get("hard", False),
+                         "lines": ex["original"].count("\n"),
+                         "tokens": len(ex["original"]) + len(ex["snippet"])
+                         + len(ex["updated"]), "answer_tokens": len(ex["updated"])})
+            f.write(json.dumps(ex, ensure_ascii=False) + "\n")
     return mix(kept)
 
 
@@ -135,12 +140,17 @@ BUCKETS = (("whole <=80", 80), ("whole 81-200", 200), ("whole 201-300", 300),
            ("whole >300", 10**9))
 
 
-def bucket(whole_file: bool, lines: int) -> str:
-    """The mix bucket of an example: ``window``, or its whole file's length bucket.
+def bucket(whole_file: bool, lines: int, hard: bool = False) -> str:
+    """The mix bucket of an example: ``unsure window`` (a hard case,
+    :mod:`fastapply.model.hard_windows`), ``window``, or its whole file's length bucket.
 
     >>> bucket(False, 500), bucket(True, 80), bucket(True, 81), bucket(True, 301)
     ('window', 'whole <=80', 'whole 81-200', 'whole >300')
+    >>> bucket(False, 20, hard=True)
+    'unsure window'
     """
+    if hard:
+        return "unsure window"
     if not whole_file:
         return "window"
     return next(name for name, most in BUCKETS if lines <= most)
@@ -152,7 +162,8 @@ def mix(kept: list[dict[str, Any]]) -> dict[str, Any]:
     (of the original), ``tokens``, ``answer_tokens``."""
     total = sum(k["answer_tokens"] for k in kept) or 1
     out: dict[str, Any] = {"examples": len(kept), "answer_tokens": total}
-    for name, key in (("by_bucket", lambda k: bucket(k["whole_file"], k["lines"])),
+    for name, key in (("by_bucket", lambda k: bucket(k["whole_file"], k["lines"],
+                                                      k.get("hard", False))),
                       ("by_style", lambda k: k["style"])):
         rows: dict[str, dict[str, float]] = {}
         for k in kept:

@@ -58,6 +58,10 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     #: a LoRA adapter to continue training (instead of a fresh one of ``lora_r``)
     init_adapter: str = ""
+    #: full fine-tuning: every weight trains (float32 weights, bf16 autocast where
+    #: ``precision`` allows), ``init_adapter`` merged in first; the run writes a whole
+    #: checkpoint (``OUT/model``) instead of an adapter
+    full: bool = False
     save_steps: int = 20
     log_steps: int = 5
     device: str = ""
@@ -114,6 +118,7 @@ def load_rows(tokenizer: Any, path: Path, max_tokens: int
                 continue
             rows.append((ids, labels))
             kept.append({"style": ex["style"], "whole_file": ex.get("whole_file", False),
+                         "hard": ex.get("hard", False),
                          "lines": ex["original"].count("\n"), "tokens": len(ids),
                          "answer_tokens": sum(1 for x in labels if x != -100)})
     return rows, skipped, kept
@@ -203,6 +208,11 @@ def _model(cfg: TrainConfig, base: Path, dtype: Any) -> Any:
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
+    if cfg.full:
+        if cfg.init_adapter:
+            model = PeftModel.from_pretrained(model, cfg.init_adapter).merge_and_unload()
+        model.requires_grad_(True)
+        return model
     if cfg.init_adapter:
         return PeftModel.from_pretrained(model, cfg.init_adapter, is_trainable=True)
     return get_peft_model(model, LoraConfig(
@@ -241,8 +251,10 @@ def train(cfg: TrainConfig) -> Path:
     figures = mix(kept)
     print(mix_table(figures), flush=True)
     (out / "mix.json").write_text(json.dumps(figures, indent=1) + "\n")
-    # bf16 on CUDA: the weights themselves; on a CPU: float32 weights under autocast
-    dtype = torch.bfloat16 if bf16 and device.startswith("cuda") else torch.float32
+    # bf16 on CUDA: the weights themselves (LoRA); on a CPU, and for every weight of a full
+    # fine-tune (small updates vanish in bf16 weights): float32 weights under autocast
+    dtype = torch.bfloat16 if bf16 and device.startswith("cuda") and not cfg.full \
+        else torch.float32
     model = _model(cfg, base, dtype)
     args = TrainingArguments(
         output_dir=str(out), per_device_train_batch_size=cfg.batch_size,
@@ -273,6 +285,11 @@ def train(cfg: TrainConfig) -> Path:
         print(f"resuming from {resume} ({clock.spent_before_s / 60:.1f} min spent)",
               flush=True)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if cfg.full:
+        whole = out / "model"
+        model.save_pretrained(str(whole))
+        tokenizer.save_pretrained(str(whole))
+        return whole
     adapter = out / "adapter"
     save_adapter(model, adapter)
     return adapter
@@ -317,6 +334,9 @@ def add_arguments(p: Any) -> None:
                    help="recompute activations in the backward pass (less memory)")
     p.add_argument("--init-adapter", default="",
                    help="continue training this LoRA adapter instead of a fresh one")
+    p.add_argument("--full", action="store_true",
+                   help="full fine-tuning (every weight; --init-adapter merged in first): "
+                        "writes OUT/model, a whole checkpoint, instead of an adapter")
 
 
 def run(args: Any) -> int:
@@ -326,9 +346,13 @@ def run(args: Any) -> int:
         print(f"fastapply train: {cfg.data}: no such file; build it with `fastapply model sft`",
               file=sys.stderr)
         return 2
-    adapter = train(cfg)
-    print(f"adapter written to {adapter} (measure it: python -m fastapply.bench adapter "
-          f"{adapter} --valid VALID)")
+    written = train(cfg)
+    if cfg.full:
+        print(f"model written to {written} (measure it: python -m fastapply.bench quality "
+              f"--model {written} --data VALID --unsure-windows)")
+        return 0
+    print(f"adapter written to {written} (measure it: python -m fastapply.bench adapter "
+          f"{written} --valid VALID)")
     return 0
 
 

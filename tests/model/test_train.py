@@ -112,3 +112,17 @@ def test_model_sft_command_writes_the_examples_and_prints_their_mix(
     recs = [json.loads(line) for line in DATA.open()]
     assert written == list(examples(recs, seed=3))
     assert "window" in capsys.readouterr().out
+
+
+def test_full_fine_tuning_writes_a_whole_checkpoint_whose_weights_moved(
+        sft_file: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    run = tmp_path / "run"
+    _train(sft_file, run, tiny_model_dir, "--max-steps", "2", "--full",
+           "--learning-rate", "1e-3")
+    assert (run / "model" / "config.json").is_file() and not (run / "adapter").exists()
+    before = load_file(str(tiny_model_dir / "model.safetensors"))
+    after = load_file(str(run / "model" / "model.safetensors"))
+    assert before.keys() == after.keys()
+    assert any(not (before[k] == after[k]).all() for k in before)
