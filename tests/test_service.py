@@ -295,14 +295,16 @@ def test_the_client_shares_the_result_type_and_imports_no_torch() -> None:
 
 
 def _window_task(window_original: str, window_snippet: str, texts: tuple[str, ...],
-                 chosen: list[str], start: int) -> Any:
+                 chosen: list[str], start: int,
+                 members: tuple[frozenset[int], ...] = ()) -> Any:
     from fastapply.merge.windows import Window
     from fastapply.service.windows import WindowTask
 
     end = start + texts[0].count("\n")
     return WindowTask(Window(start, end, start, end, tuple(tuple(t.splitlines(True))
                                                            for t in texts),
-                             tuple(range(len(texts)))), window_original, window_snippet, texts)
+                             tuple(range(len(texts))), members),
+                      window_original, window_snippet, texts)
 
 
 def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
@@ -351,6 +353,36 @@ def test_a_window_that_leaves_every_reading_is_refused_at_once_naming_the_line(
     assert partial.stats.forward_passes < want.stats.forward_passes + 1
 
 
+
+def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two windows, and the model's text in each is a rival's: reading 1's in the first,
+    # reading 2's in the second. Served window by window, the file would be neither
+    # reading (a tied change written at both of its places): refused. Where one reading
+    # owns both texts, that reading is served.
+    plain, _, make = tiny_services
+    want = plain.apply(*TINY_COMPLETE).merged_code
+    chosen = ["a = 1\n", "y = 0\n", "b = 2\n", "c = 3\n", "y = 0\n", "d = 4\n"]
+    full = "".join(chosen)
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: Reading(full, certain=False))
+
+    def tasks(second: frozenset[int]) -> list[Any]:
+        return [_window_task(*TINY_COMPLETE, ("y = 0\n", want), chosen, 1,
+                             (frozenset({0, 2}), frozenset({1}))),
+                _window_task(*TINY_COMPLETE, ("y = 0\n", want), chosen, 4,
+                             (frozenset({0, 1} - second), second))]
+
+    monkeypatch.setattr("fastapply.service.windows.plan_windows",
+                        lambda *a: tasks(frozenset({2})))
+    with pytest.raises(Refused, match="exclude each other"):
+        make(64, policy="certain_or_agree").apply("a = 1\n", "b\n")
+    monkeypatch.setattr("fastapply.service.windows.plan_windows",
+                        lambda *a: tasks(frozenset({1, 2})))
+    got = make(64, policy="certain_or_agree").apply("a = 1\n", "b\n")
+    assert got.merged_code == full.replace("y = 0\n", want)
+    assert got.stats.witness == "window-rival" and got.stats.windows == 2
+
 def test_a_certain_merge_of_a_file_past_the_context_is_served(tiny_services: Any) -> None:
     _, _, make = tiny_services
     small = make(64, context_limit=256, policy="certain_or_agree")
@@ -382,3 +414,43 @@ def test_an_unsure_merge_of_a_file_past_the_context_is_witnessed_in_a_window(
                                    "x = 2".join(big.rsplit("x = 1", 1))}
         stats = got.stats
     assert 0 < stats.prompt_tokens < 512 * 2  # two windows at most, each under the context
+
+
+# -- a marker copied into the answer ------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["model", "confident", "certain_or_agree"])
+def test_an_answer_holding_a_marker_the_original_lacks_is_never_served(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
+    # A model that copies the snippet's marker line where code belongs (what the default
+    # model did on 10 of 13 refused edits of unseen repositories): its answer, even when
+    # complete and whatever the policy, is refused naming the line. The runtime's
+    # generate is scripted to that answer (the tiny random model cannot be made to write
+    # it); the tokens pass through the service's own stream, extraction and witness.
+    from fastapply.decoding.speculate import Generation
+    from fastapply.metrics import Stats
+
+    _, _, make = tiny_services
+    service = make(8, policy=policy, threshold=0.0)
+    original = "def f():\n    a = 1\n    b = 2\n    return a + b\n"
+    snippet = "def f():\n    # ... existing code ...\n    return a * b\n"
+    answer = "def f():\n    # ... existing code ...\n    return a * b\n"
+    ids = service.tokenizer.encode(service.format.expected_output(answer) + "<|im_end|>",
+                                   add_special_tokens=False)
+
+    def scripted(request: Any, on_tokens: Any = None) -> Generation:
+        if on_tokens is not None:
+            on_tokens(ids)
+        return Generation(ids, Stats(prompt_tokens=len(request.prompt_ids),
+                                     completion_tokens=len(ids), forward_passes=1,
+                                     finish_reason="stop", min_token_prob=1.0))
+
+    monkeypatch.setattr(service.runtime, "generate", scripted)
+    with pytest.raises(Refused, match=r"line 2: the model wrote") as caught:
+        service.apply(original, snippet)
+    if policy != "certain_or_agree":  # that one's watch refuses first, at the parting
+        assert "the snippet's marker '# ... existing code ...'" in str(caught.value)
+    # the same answer where the original holds that line is the model's to serve
+    kept = original.replace("    a = 1\n", "    # ... existing code ...\n    a = 1\n")
+    if policy == "model":
+        assert service.apply(kept, snippet).merged_code == answer

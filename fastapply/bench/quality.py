@@ -5,9 +5,14 @@ six error categories approximated by rules.
 Each record of ``--data`` (corpus records: ``original``/``updated``/``language``/``path``)
 is sent as its whole file (the served unit), or, with ``--windows``, cropped to a window
 around some of its changes as the window training examples are; each style of ``--styles`` gives
-one snippet of that window. The model merges it once (policy ``model``: its raw output
-and lowest token probability); the deterministic merge reads it once; every policy of
-:data:`fastapply.decoding.witness.POLICIES` is then decided from those two readings offline.
+one snippet of that window. With ``--unsure-windows`` the unit is what the windowed witness asks
+the model about: the windows of every merge of a record that is unsure, with their part of the
+snippet, answered by the true window (:mod:`fastapply.model.hard_windows`). The model merges
+it once (policy ``model``: its raw output and lowest token probability); the deterministic
+merge reads it once; every policy of :data:`fastapply.decoding.witness.POLICIES` is then
+decided from those two readings offline.
+``copied markers`` counts the model's answers that hold a marker line of the snippet
+(``// ... existing code ...``) that the original lacks: never a right answer.
 ``--save FILE`` keeps the readings, ``--load FILE`` re-decides without the model.
 
     python -m fastapply.bench quality --data valid.jsonl --limit 60 --save readings.jsonl
@@ -51,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="records whose file is shorter are skipped")
     p.add_argument("--windows", action="store_true",
                    help="crop every file to a window around its changes (default: whole files)")
+    p.add_argument("--unsure-windows", action="store_true",
+                   help="the windows the windowed witness asks about where a record's merge "
+                        "is unsure (every style), answered by the true window")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if any)")
     p.add_argument("--dtype", default="float32", help="float32 (the contract) or bfloat16")
     p.add_argument("--no-model", action="store_true",
                    help="the deterministic merge only (every model reading refused): what "
@@ -107,10 +116,8 @@ def category(output: str, truth: str, original: str, snippet: str) -> str:
 
 def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run the model and the deterministic merge on every (window, style)."""
-    from fastapply.corpus.agent_style import window
     from fastapply.decoding.witness import deterministic_reading
     from fastapply.examples import load_edits
-    from fastapply.model.sft_data import SftConfig, snippet_of
     from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
 
     service = None
@@ -121,15 +128,63 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
 
             model = default_model_dir(quiet=False)
         service = FastApplyService(ServiceConfig(runtime="torch", model_dir=str(model),
-                                                 policy="model", dtype=args.dtype))
-    cfg = SftConfig()
+                                                 policy="model", dtype=args.dtype,
+                                                 device=args.device))
     rng = random.Random(args.seed)
     styles = args.styles.split(",")
     recs = [r for r in load_edits(args.data)
             if args.min_lines <= r["original"].count("\n") <= args.max_lines]
     rng.shuffle(recs)
     out: list[dict[str, Any]] = []
-    for rec in recs[: args.limit]:
+    for original, updated, style, snippet, rec, extra in _units(args, recs[: args.limit],
+                                                                 styles, rng):
+        det = deterministic_reading(original, snippet)
+        t0 = time.perf_counter()
+        # an answer longer than the true file by more than 64 tokens cannot be exact:
+        # it is cut there (counted as refused) instead of running on
+        model_text, prob, stats = None, 0.0, {"error": "--no-model"}
+        try:
+            if service is not None:
+                budget = len(service.tokenizer.encode(updated)) + 64
+                res = service.apply(original, snippet, max_tokens=budget)
+                model_text, prob, stats = res.merged_code, res.stats.min_token_prob, \
+                    res.stats.to_dict()
+        except InvalidRequest as exc:
+            model_text, prob, stats = None, 0.0, {"error": str(exc)}
+        row = {"id": rec["id"], "language": rec["language"], "style": style,
+               "lines": original.count("\n"),
+               "original": original, "snippet": snippet, "updated": updated,
+               "model": model_text, "min_token_prob": prob, "det": det.text,
+               "det_certain": det.certain, "det_error": det.error, "stats": stats,
+               "model_s": round(time.perf_counter() - t0, 3), **extra}
+        out.append(row)
+        if args.save:  # as it goes: a long run can be stopped and still decided
+            with args.save.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        print(f"{len(out):4d} {rec['id'][:40]:40s} {style:15s} "
+              f"model {'exact' if model_text == updated else 'WRONG'} "
+              f"det {'exact' if det.text == updated else 'wrong'}"
+              f"{'' if det.certain else '?'} p_min {prob:.2f} {row['model_s']:.1f} s",
+              flush=True)
+    return out
+
+
+def _units(args: argparse.Namespace, recs: list[dict[str, Any]], styles: list[str],
+           rng: random.Random) -> Any:
+    """(original, updated, style, snippet, record, extra fields of its row) of every
+    unit measured; an unsure window's row also names its readings and which is true."""
+    from fastapply.corpus.agent_style import window
+    from fastapply.model.hard_windows import hard_examples
+    from fastapply.model.sft_data import SftConfig, snippet_of
+
+    if args.unsure_windows:
+        by_id = {r["id"]: r for r in recs}
+        for ex in hard_examples(recs, args.seed, styles, readings=True):
+            yield (ex["original"], ex["updated"], ex["style"], ex["snippet"], by_id[ex["id"]],
+                   {"truth": ex["truth"], "readings": ex["readings"]})
+        return
+    cfg = SftConfig()
+    for rec in recs:
         original, updated = rec["original"], rec["updated"]
         if args.windows:
             crop = window(original, updated, rng, cfg.max_lines, cfg.margin)
@@ -138,37 +193,8 @@ def readings(args: argparse.Namespace) -> list[dict[str, Any]]:
             original, updated = crop
         for style in styles:
             snippet = snippet_of(style, original, updated, rec["language"], rec["path"], rng)
-            if not snippet.strip():
-                continue
-            det = deterministic_reading(original, snippet)
-            t0 = time.perf_counter()
-            # an answer longer than the true file by more than 64 tokens cannot be exact:
-            # it is cut there (counted as refused) instead of running on
-            model_text, prob, stats = None, 0.0, {"error": "--no-model"}
-            try:
-                if service is not None:
-                    budget = len(service.tokenizer.encode(updated)) + 64
-                    res = service.apply(original, snippet, max_tokens=budget)
-                    model_text, prob, stats = res.merged_code, res.stats.min_token_prob, \
-                        res.stats.to_dict()
-            except InvalidRequest as exc:
-                model_text, prob, stats = None, 0.0, {"error": str(exc)}
-            row = {"id": rec["id"], "language": rec["language"], "style": style,
-                   "lines": original.count("\n"),
-                   "original": original, "snippet": snippet, "updated": updated,
-                   "model": model_text, "min_token_prob": prob, "det": det.text,
-                   "det_certain": det.certain, "det_error": det.error, "stats": stats,
-                   "model_s": round(time.perf_counter() - t0, 3)}
-            out.append(row)
-            if args.save:  # as it goes: a long run can be stopped and still decided
-                with args.save.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-            print(f"{len(out):4d} {rec['id'][:40]:40s} {style:15s} "
-                  f"model {'exact' if model_text == updated else 'WRONG'} "
-                  f"det {'exact' if det.text == updated else 'wrong'}"
-                  f"{'' if det.certain else '?'} p_min {prob:.2f} {row['model_s']:.1f} s",
-                  flush=True)
-    return out
+            if snippet.strip():
+                yield original, updated, style, snippet, rec, {}
 
 
 def _group(style: str) -> str:
@@ -217,7 +243,13 @@ def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
                 lc["n"] += 1
                 lc["exact"] += int(d.serve and d.text == row["updated"])
                 lc["wrong"] += int(d.serve and d.text != row["updated"])
-    return {"policies": {p: {g: {"n": c["n"], "served_exact": c["exact"] / c["n"],
+    from fastapply.merge.syntax import copied_markers
+
+    copied = [len(copied_markers(r["model"] or "", r["original"], r["snippet"])) for r in rows]
+    return {"unsure_windows": _window_witness(rows),
+            "copied_markers": {"answers": sum(1 for c in copied if c), "lines": sum(copied),
+                               "model_answers": sum(1 for r in rows if r["model"])},
+            "policies": {p: {g: {"n": c["n"], "served_exact": c["exact"] / c["n"],
                                  "wrong_served": c["wrong"] / c["n"],
                                  "wrong_served_count": c["wrong"]}
                              for g, c in groups.items()} for p, groups in table.items()},
@@ -226,6 +258,25 @@ def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
                                        "wrong_served_count": c["wrong"]}
                                 for lang, c in langs.items()}
                             for p, langs in by_lang.items()}}
+
+
+def _window_witness(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """With ``--unsure-windows``: the model alone exact per window, by which reading was
+    true (``chosen``, ``rival``, ``none``: no reading), and what the windowed witness would
+    serve window by window (a window equal to a reading's: served; else refused)."""
+    windows = [r for r in rows if "truth" in r]
+    out: dict[str, Any] = {"n": len(windows)}
+    for kind, test in (("chosen", lambda t: t == 0), ("rival", lambda t: t > 0),
+                       ("none", lambda t: t < 0)):
+        some = [r for r in windows if test(r["truth"])]
+        out[f"truth_{kind}"] = {"n": len(some),
+                                "model_exact": sum(r["model"] == r["updated"] for r in some)}
+    judged = [r for r in windows if r.get("readings") is not None]
+    served = [r for r in judged if r["model"] is not None and r["model"] in r["readings"]]
+    out["witness"] = {"n": len(judged),
+                      "served_exact": sum(r["model"] == r["updated"] for r in served),
+                      "served_wrong": sum(r["model"] != r["updated"] for r in served)}
+    return out
 
 
 def choose_policy(policies: dict[str, dict[str, dict[str, float]]],
@@ -268,6 +319,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print_table(["policy"] + list(CATEGORIES),
                 [[p] + [c.get(k, 0) for k in CATEGORIES]
                  for p, c in result["categories"].items()])
+    uw = result["unsure_windows"]
+    if uw["n"]:
+        w = uw["witness"]
+        print(f"unsure windows: {uw['n']}; model alone exact "
+              f"{sum(uw[k]['model_exact'] for k in ('truth_chosen', 'truth_rival', 'truth_none'))}"
+              f" (truth the chosen reading {uw['truth_chosen']['model_exact']}/"
+              f"{uw['truth_chosen']['n']}, a rival {uw['truth_rival']['model_exact']}/"
+              f"{uw['truth_rival']['n']}, none {uw['truth_none']['model_exact']}/"
+              f"{uw['truth_none']['n']}); windowed witness, window by window: served exact "
+              f"{w['served_exact']}, served wrong {w['served_wrong']} of {w['n']}")
+    cm = result["copied_markers"]
+    print(f"copied markers: {cm['answers']} of {cm['model_answers']} model answers hold a "
+          f"marker line of the snippet that the original lacks ({cm['lines']} lines)")
     chosen = choose_policy(result["policies"])
     print(f"policy serving the most with wrong served <= 0.5%: {chosen or 'none'}")
     result.update({"bench": "quality", "records": len({r["id"] for r in rows}),

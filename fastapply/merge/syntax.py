@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["BLOCK_FORM", "BLOCK_MARKER", "SEPARATOR", "EditError", "EditPlan", "Hunk",
-           "is_marker"]
+           "copied_markers", "is_marker"]
 
 
 class EditError(ValueError):
@@ -88,6 +88,25 @@ def is_marker(line: str) -> bool:
         return True  # "...", "// ...", "<!-- ... -->"
     # "... rest" without a comment could be code (spread syntax); with one it is a marker.
     return _COMMENTED_RE.match(line) is not None
+
+
+def copied_markers(output: str, original: str, snippet: str) -> list[tuple[int, str]]:
+    """(1-based line, text) of every line of ``output`` that is a marker line of
+    ``snippet`` the original lacks: a marker copied into a merged file where code belongs,
+    never a right answer.
+
+    >>> copied_markers("a\\n    // ... existing code ...\\nb\\n", "a\\nb\\n",
+    ...                "a\\n// ... existing code ...\\n")
+    [(2, '    // ... existing code ...')]
+    >>> copied_markers("a\\n# ...\\n", "a\\n# ...\\n", "# ...\\na\\n")  # the original has it
+    []
+    """
+    markers = {ln.strip() for ln in snippet.splitlines() if is_marker(ln)}
+    if not markers:
+        return []
+    have = {ln.strip() for ln in original.splitlines()}
+    return [(i, ln) for i, ln in enumerate(output.splitlines(), 1)
+            if ln.strip() in markers and ln.strip() not in have]
 
 
 @dataclass(frozen=True)

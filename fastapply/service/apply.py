@@ -151,6 +151,7 @@ class FastApplyService:
                      cancelled: Callable[[], bool]) -> ApplyResult:
         from fastapply.decoding import prompts, witness
         from fastapply.decoding.speculate import ContextLimitError, TextStream
+        from fastapply.merge.syntax import copied_markers
 
         tok, runtime = self.tokenizer, self.runtime
         assert runtime is not None
@@ -218,6 +219,14 @@ class FastApplyService:
             raise IncompleteOutput(
                 f"the merged file is incomplete: the model ended its answer without "
                 f"{close}, so it may have stopped early; nothing is returned", result)
+        copied = copied_markers(result.merged_code, original, snippet)
+        if copied and result.stats.complete:
+            line, text = copied[0]
+            raise Refused(
+                f"line {line}: the model wrote the snippet's marker {text.strip()!r}, which "
+                f"the original file does not hold, where code belongs (a marker is never "
+                f"code); nothing was merged: show the lines that marker stands for, or send "
+                f"the change as SEARCH/REPLACE blocks", result)
         return self._witness(reading, result, streamed=on_delta is not None)
 
     @staticmethod

@@ -55,3 +55,27 @@ def test_whole_files_by_length_the_deterministic_alone_and_a_prompt_refusal(
     assert refusals["readings"] == 1 and refusals["refused"] == 1  # the lazy one
     item = refusals["items"][0]
     assert item["refusal_forward_passes"] < item["whole_file_forward_passes"]
+
+
+def test_unsure_windows_are_measured_by_which_reading_was_true(
+        tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The unit is the windowed witness's window of an unsure merge, answered by the true
+    # window; the random model writes none of them, so nothing is served.
+    data = Path(__file__).resolve().parents[1] / "data" / "multirepo-valid-sample.jsonl"
+    saved = tmp_path / "readings.jsonl"
+    assert main(["quality", "--data", str(data), "--model", str(tiny_model_dir),
+                 "--unsure-windows", "--limit", "6", "--styles", "named,lazy",
+                 "--save", str(saved)]) == 0
+    result = _last_json(capsys)
+    rows = [json.loads(line) for line in saved.open()]
+    windows = result["unsure_windows"]
+    assert rows and windows["n"] == len(rows)
+    assert sum(windows[f"truth_{k}"]["n"] for k in ("chosen", "rival", "none")) == len(rows)
+    for row in rows:
+        assert row["style"] in ("named", "lazy") and row["original"] in \
+            next(json.loads(x)["original"] for x in data.open()
+                 if json.loads(x)["id"] == row["id"])
+        if row["readings"] is not None and row["truth"] >= 0:
+            assert row["readings"][row["truth"]] == row["updated"]
+    assert windows["witness"]["served_wrong"] == 0
+    assert result["copied_markers"]["model_answers"] <= len(rows)
