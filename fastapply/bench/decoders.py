@@ -80,9 +80,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "instead of the file's first ones)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None)
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
-    p.add_argument("--kv-cache", choices=["dynamic", "static"], default="dynamic",
-                   help="speculative edits' KV cache (default dynamic); static: one cache "
-                        "sized to the context, passes replayed from CUDA graphs on CUDA")
+    p.add_argument("--kv-cache", choices=["auto", "dynamic", "static"], default="auto",
+                   help="speculative edits' KV cache (default auto: static on CUDA, dynamic "
+                        "elsewhere); static: one cache sized to the context, passes "
+                        "replayed from CUDA graphs on CUDA")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                    help="with --kv-cache static: replay passes from CUDA graphs (default: "
                         "on CUDA)")

@@ -51,11 +51,11 @@ class ServiceConfig:
     prompt_cache_mb: int = DEFAULT_PROMPT_CACHE_MB
     #: Most prompts the torch runtime's prompt cache keeps.
     prompt_cache_entries: int = DEFAULT_PROMPT_CACHE_ENTRIES
-    #: The torch runtime's KV cache: dynamic (a cache per request) or static (one cache
+    #: The torch runtime's KV cache: dynamic (a cache per request), static (one cache
     #: sized to the context, requests one at a time, passes replayed from CUDA graphs on
-    #: CUDA). Dynamic by default everywhere until the CUDA graph path has run on a GPU
-    #: (docs/benchmarks.md, "GPU").
-    kv_cache: str = "dynamic"
+    #: CUDA) or auto: static on CUDA (its graph path ran on an H100, identical to greedy,
+    #: docs/benchmarks.md "GPU"), dynamic on a CPU.
+    kv_cache: str = "auto"
     #: Largest accepted input in bytes.
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     #: What a model runtime serves, given the model's output and the deterministic

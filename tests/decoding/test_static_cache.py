@@ -204,7 +204,7 @@ def test_cuda_graph_replay_equals_eager(tokenizer, dtype):
     buckets = graphs.static_kv.buckets
     eager = TorchRuntime(ensure_tiny_model(), kv_cache="static", cuda_graphs=False,
                          pass_buckets=buckets, **kw)
-    dyn = TorchRuntime(ensure_tiny_model(), **kw)
+    dyn = TorchRuntime(ensure_tiny_model(), kv_cache="dynamic", **kw)
     for text in TEXTS:
         prompt = list(tokenizer.encode(text * 40))  # > one prefill chunk
         target = greedy(eager, prompt)
@@ -220,11 +220,13 @@ def test_the_service_config_chooses_the_cache():
     from fastapply.server.model_repo import RenderError, config_from_parameters
     from fastapply.service import ServiceConfig, make_runtime
 
-    assert ServiceConfig.kv_cache == "dynamic"
+    assert ServiceConfig.kv_cache == "auto"  # static on CUDA, dynamic on a CPU
     config, _ = config_from_parameters({"kv_cache": "static", "runtime": "torch",
                                         "model_dir": str(ensure_tiny_model()),
                                         "device": "cpu", "max_draft_len": "8"})
     runtime = make_runtime(config)
     assert isinstance(runtime, TorchRuntime) and runtime.static_kv is not None
+    auto = TorchRuntime(ensure_tiny_model(), device="cpu", max_draft_len=8)
+    assert auto.kv_cache == "dynamic" and auto.static_kv is None  # auto on a CPU
     with pytest.raises(RenderError, match="unknown kv_cache 'paged'"):
         config_from_parameters({"kv_cache": "paged"})

@@ -276,9 +276,10 @@ class TorchRuntime(SessionRuntime):
     recent prompts for reuse (0: none kept). Models whose cache is not plain growing
     layers (sliding-window attention drops old tokens) keep none.
 
-    ``kv_cache``: ``dynamic`` (a ``DynamicCache`` per session) or ``static`` (one static
+    ``kv_cache``: ``dynamic`` (a ``DynamicCache`` per session), ``static`` (one static
     cache of ``context_limit`` slots, sessions one at a time, the prompt in chunks of
-    ``prefill_chunk``). ``cuda_graphs`` (static only; default: on CUDA) replays each pass
+    ``prefill_chunk``) or ``auto`` (the default: static on CUDA, dynamic elsewhere).
+    ``cuda_graphs`` (static only; default: on CUDA) replays each pass
     from a CUDA graph captured at load for each of ``pass_buckets`` (default
     :data:`.torch_static.PASS_BUCKETS` with graphs, none without), a pass padded to the
     smallest that holds it; buckets without graphs pad eager passes the same way (tests).
@@ -289,7 +290,7 @@ class TorchRuntime(SessionRuntime):
                  max_draft_len: int | None = None,
                  prompt_cache_mb: float = DEFAULT_PROMPT_CACHE_MB,
                  prompt_cache_entries: int = DEFAULT_PROMPT_CACHE_ENTRIES,
-                 kv_cache: str = "dynamic", cuda_graphs: bool | None = None,
+                 kv_cache: str = "auto", cuda_graphs: bool | None = None,
                  pass_buckets: tuple[int, ...] | None = None,
                  prefill_chunk: int = PREFILL_CHUNK) -> None:
         import torch
@@ -303,6 +304,8 @@ class TorchRuntime(SessionRuntime):
         if kv_cache not in KV_CACHES:
             raise ModelLoadError(f"unknown kv cache {kv_cache!r}; use {' or '.join(KV_CACHES)}")
         on_cuda = self.device.startswith("cuda")
+        if kv_cache == "auto":
+            kv_cache = "static" if on_cuda else "dynamic"
         graphs = kv_cache == "static" and (on_cuda if cuda_graphs is None else cuda_graphs)
         if graphs and not on_cuda:
             raise ModelLoadError("CUDA graphs need a CUDA device; use --device cuda, or "

@@ -184,9 +184,12 @@ class StaticKV:
             graph, inp, (logits, preds) = self._graphs[width]
             self._copied.synchronize()
             self._host[: 1 + n] = torch.tensor([start, *ids])  # the pad: earlier ids
-            inp.copy_(self._host[: 1 + width], non_blocking=True)
-            self._copied.record()
-            graph.replay()
+            # the graph's buffers were made in inference mode: they may only be written
+            # in it, whoever calls (measure_pass_cost runs outside any)
+            with torch.inference_mode():
+                inp.copy_(self._host[: 1 + width], non_blocking=True)
+                self._copied.record()
+                graph.replay()
         else:
             # no bucket: an exact pass, whose last position is a real one (last_only
             # then computes the logits of that position only)
