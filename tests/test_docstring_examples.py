@@ -21,6 +21,7 @@ MODULES = [
     "fastapply.server.http.guard", "fastapply.server.http.generate", "fastapply.server.http.checks",
     "fastapply.decoding.runtimes.prompt_cache", "fastapply.bench.ttft",
     "fastapply.model.schedule", "fastapply.model.sft_data", "fastapply.bench.quality",
+    "fastapply.model.hard_windows", "fastapply.service.windows",
     "fastapply.decoding.witness", "fastapply.service.inputs",
     "fastapply.engine_build.reading", "fastapply.engine_build.verify",
     "fastapply.engine_build.verify_run",
