@@ -144,28 +144,34 @@ class _Merger:
         i0, i1 = p.pairs[0][0], p.pairs[-1][0]
         if start < first and (i0 == 0 or first - start > max(3, 2 * i0)) and \
                 not self._moved(start, first):
+            # lines disputed from the file's first line: a window of them cannot show the
+            # model that the file starts there, so the whole file is witnessed
+            local = start > 0
             if i0 == 0:  # its first line is context found mid-file: keep what comes before
                 self.unsure(first + 1, f"{hunk.label}: no marker comes before it but its "
                                        f"first line matches original line {first + 1}, so "
-                                       f"lines {start + 1}-{first} were kept; add a marker")
+                                       f"lines {start + 1}-{first} were kept; add a marker",
+                            local)
             else:
                 self.unsure(start + 1, f"{hunk.label}: no marker comes before it, so original "
                                        f"lines {start + 1}-{first} were replaced by its first "
-                                       f"{i0} lines; add a marker to keep them")
+                                       f"{i0} lines; add a marker to keep them", local)
             if (i0 == 0) != ((hunk.number, "before") in self.edge_flips):
                 start = first
             self.edge_choices.append((hunk.number, "before"))
         if last < min(end, self.eof) and \
                 (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))) and \
                 not self._moved(last, end):
+            local = end < len(self.orig)  # to the file's last line: the whole file decides
             if i1 == len(seg) - 1:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it but its last "
                                       f"line matches original line {last}, so lines "
-                                      f"{last + 1}-{end} were kept; add a marker")
+                                      f"{last + 1}-{end} were kept; add a marker", local)
             else:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it, so original "
                                       f"lines {last + 1}-{end} were replaced by its last "
-                                      f"{len(seg) - 1 - i1} lines; add a marker to keep them")
+                                      f"{len(seg) - 1 - i1} lines; add a marker to keep them",
+                            local)
             if (i1 == len(seg) - 1) != ((hunk.number, "after") in self.edge_flips):
                 end = last
             self.edge_choices.append((hunk.number, "after"))

@@ -121,3 +121,21 @@ def test_a_definition_moved_and_kept_twice_is_flagged_unless_the_snippet_shows_b
     both = "def a():\n    return 1\n\n\ndef b():\n    return 2\n\n\ndef a():\n    return 3\n"
     shown = apply_snippet(original, both)  # the whole new file: both are what it says
     assert shown.text == both and not shown.uncertain
+
+
+def test_lines_disputed_to_the_files_edge_are_left_to_the_whole_file() -> None:
+    # The snippet ends with no marker after its last segment, and 17 original lines
+    # follow: kept or removed? A window of those lines cannot show the model that the
+    # file ends there (a validation edit served wrong that way: the commit had removed
+    # them), so no window is offered and the whole file is witnessed.
+    import pytest
+
+    from fastapply.merge.windows import NoWindows, window_tasks
+
+    original = "".join(f"line {i}\n" for i in range(30))
+    for snippet in ("// ...\nline 10\nline 11 changed\nline 12\n",      # the end
+                    "line 12\nline 13 changed\nline 14\n// ...\n"):     # the start
+        result = apply_snippet(original, snippet).with_readings()
+        assert result.uncertain and not any(u.local for u in result.uncertain)
+        with pytest.raises(NoWindows):
+            window_tasks(original, snippet, result)
