@@ -324,8 +324,8 @@ def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
     got = {}
     for k in (0, 64):
         deltas: list[str] = []
-        got[k] = make(k, policy="certain_or_agree").apply("a = 1\n", "b\n",
-                                                          on_delta=deltas.append)
+        got[k] = make(k, policy="certain_or_agree", witness="window").apply(
+            "a = 1\n", "b\n", on_delta=deltas.append)
         assert got[k].merged_code == "".join(deltas) == \
             "a = 1\nb = 2\n" + want.merged_code + "c = 3\n"
         assert got[k].stats.witness == "window-rival" and got[k].stats.windows == 1
@@ -346,7 +346,7 @@ def test_a_window_that_leaves_every_reading_is_refused_at_once_naming_the_line(
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
                         lambda original, snippet: Reading("".join(chosen), certain=False))
     with pytest.raises(Refused, match=r"line 3: the model wrote") as caught:
-        make(64, policy="certain_or_agree").apply("a = 1\n", "b\n")
+        make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
     assert "unsure at lines 3-3" in str(caught.value) and "2 readings" in str(caught.value)
     partial = caught.value.partial
     assert partial is not None and partial.stats.finish_reason == "parted"
@@ -376,10 +376,10 @@ def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
     monkeypatch.setattr("fastapply.service.windows.plan_windows",
                         lambda *a: tasks(frozenset({2})))
     with pytest.raises(Refused, match="exclude each other"):
-        make(64, policy="certain_or_agree").apply("a = 1\n", "b\n")
+        make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
     monkeypatch.setattr("fastapply.service.windows.plan_windows",
                         lambda *a: tasks(frozenset({1, 2})))
-    got = make(64, policy="certain_or_agree").apply("a = 1\n", "b\n")
+    got = make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
     assert got.merged_code == full.replace("y = 0\n", want)
     assert got.stats.witness == "window-rival" and got.stats.windows == 2
 
@@ -398,7 +398,7 @@ def test_an_unsure_merge_of_a_file_past_the_context_is_witnessed_in_a_window(
     # A tie in a 3,000-line file: the model reads a window of a few lines, never the file
     # (the whole file is ~40x the context), whatever it then writes.
     _, _, make = tiny_services
-    small = make(64, context_limit=512, policy="certain_or_agree")
+    small = make(64, context_limit=512, policy="certain_or_agree", witness="window")
     body = "".join(f"value_{i} = {i}\n" for i in range(1500))
     big = body + "def f():\n    x = 1\n    return x\n" + body.replace("value", "other") + \
         "def f():\n    x = 1\n    return x\n"
@@ -414,6 +414,11 @@ def test_an_unsure_merge_of_a_file_past_the_context_is_witnessed_in_a_window(
                                    "x = 2".join(big.rsplit("x = 1", 1))}
         stats = got.stats
     assert 0 < stats.prompt_tokens < 512 * 2  # two windows at most, each under the context
+    # the default witness reads the whole file: past the context that is a clear refusal
+    default = make(64, context_limit=512, policy="certain_or_agree")
+    assert default.config.witness == "file"
+    with pytest.raises(InvalidRequest, match="context limit"):
+        default.apply(big, snippet)
 
 
 # -- a marker copied into the answer ------------------------------------------------------
