@@ -44,11 +44,18 @@ def _clean(ops: Sequence[tuple[str, int, int, int, int]], x: int, n: int) -> int
     return next(j1 + (x - i1) for _tag, i1, i2, j1, _j2 in ops if i1 <= x < i2)
 
 
-def true_window(orig: Sequence[str], new: Sequence[str], lo: int, hi: int
+def _opcodes(orig: Sequence[str], new: Sequence[str]
+             ) -> Sequence[tuple[str, int, int, int, int]]:
+    return difflib.SequenceMatcher(None, orig, new, autojunk=False).get_opcodes()
+
+
+def true_window(orig: Sequence[str], new: Sequence[str], lo: int, hi: int,
+                ops: Sequence[tuple[str, int, int, int, int]] | None = None
                 ) -> tuple[int, int, str] | None:
     """Original lines ``lo:hi`` widened until neither edge cuts a change of the true edit
     ``orig`` -> ``new``; (lo, hi, the true text of those lines), or None past
-    :data:`MAX_WINDOW_LINES`.
+    :data:`MAX_WINDOW_LINES`. ``ops``: the edit's opcodes, where the caller has them
+    (one diff per record, not per window).
 
     >>> o = ["a\\n", "b\\n", "c\\n", "d\\n", "e\\n"]
     >>> true_window(o, ["a\\n", "b\\n", "X\\n", "d\\n", "e\\n"], 1, 4)
@@ -56,7 +63,8 @@ def true_window(orig: Sequence[str], new: Sequence[str], lo: int, hi: int
     >>> true_window(o, ["a\\n", "b\\n", "X\\n", "e\\n"], 3, 5)  # c, d -> X: widened to take it
     (2, 5, 'X\\ne\\n')
     """
-    ops = difflib.SequenceMatcher(None, orig, new, autojunk=False).get_opcodes()
+    if ops is None:
+        ops = _opcodes(orig, new)
     n = len(orig)
     while (start := _clean(ops, lo, n)) is None:
         lo -= 1
@@ -86,6 +94,7 @@ def hard_examples(records: Iterable[dict[str, Any]], seed: int = 0,
         original, updated = rec["original"], rec["updated"]
         orig_lines = original.splitlines(keepends=True)
         new_lines = updated.splitlines(keepends=True)
+        ops: Sequence[tuple[str, int, int, int, int]] | None = None
         for style in styles or list(STYLES):
             snippet = snippet_of(style, original, updated, rec["language"], rec["path"], rng)
             if not snippet.strip():
@@ -105,9 +114,11 @@ def hard_examples(records: Iterable[dict[str, Any]], seed: int = 0,
                 counts["unsure, whole file"] += 1
                 continue
             counts["unsure, windows"] += 1
+            if ops is None:  # the true edit's diff, once per record
+                ops = _opcodes(orig_lines, new_lines)
             for task in tasks:
                 w = task.window
-                found = true_window(orig_lines, new_lines, w.orig_start, w.orig_end)
+                found = true_window(orig_lines, new_lines, w.orig_start, w.orig_end, ops)
                 if found is None:
                     counts["window too long"] += 1
                     continue
