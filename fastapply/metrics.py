@@ -27,7 +27,8 @@ DEFINITIONS: dict[str, str] = {
     "finish_reason": "stop (the model ended), length (token budget reached), merged "
                      "(the deterministic merge was served) or parted (stopped where the "
                      "model left the deterministic merge, under a policy that serves only "
-                     "a file both agree on); only stop and merged are a complete file, "
+                     "a file both agree on), budget (the witness of an unsure merge ran "
+                     "past witness_budget_s); only stop and merged are a complete file, "
                      "anything else is refused",
     "min_token_prob": "lowest probability the model gave a token it wrote (1.0: not "
                       "reported), where it hesitated",

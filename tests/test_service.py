@@ -421,6 +421,62 @@ def test_an_unsure_merge_of_a_file_past_the_context_is_witnessed_in_a_window(
         default.apply(big, snippet)
 
 
+# -- the witness's time budget -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("witness", ["file", "window"])
+def test_a_witness_past_its_time_budget_is_refused_naming_the_unsure_place(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch, witness: str) -> None:
+    # A budget that has run out before the first pass ends: the request is refused after
+    # that pass, naming the budget and the merge's unsure place, with nothing served; with
+    # no budget (0) the same request is read to its end (served or refused by parting).
+    from fastapply.merge.apply import MergeResult
+    from fastapply.merge.merger import Uncertainty
+
+    plain, _, make = tiny_services
+    want = plain.apply(*TINY_COMPLETE).merged_code
+    chosen = ["a = 1\n", "b = 2\n", "y = 0\n", "c = 3\n"]
+    merge = MergeResult("".join(chosen), (Uncertainty(3, "a tie at lines 3 and 9"),))
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: Reading("".join(chosen), certain=False,
+                                                          merge=merge))
+    task = _window_task(*TINY_COMPLETE, ("y = 0\n", want), chosen, 2)
+    monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
+    late = make(64, policy="certain_or_agree", witness=witness, witness_budget_s=1e-9)
+    with pytest.raises(Refused, match=r"witness budget of 1e-09 s ran out") as caught:
+        late.apply("a = 1\n", "b\n")
+    assert "unsure at line 3 (a tie at lines 3 and 9)" in str(caught.value)
+    assert ("windows" in str(caught.value)) == (witness == "window")
+    partial = caught.value.partial
+    assert partial is not None and partial.merged_code == ""
+    assert partial.stats.finish_reason == "budget" and partial.stats.forward_passes == 1
+    # a prompt this server would take longer to read than the budget allows (its pass
+    # cost, measured at load, made huge here) is refused before any forward pass
+    slow = make(64, policy="certain_or_agree", witness=witness, witness_budget_s=60.0)
+    monkeypatch.setattr(slow.runtime, "pass_cost_ms", {257: 1e9})
+    with pytest.raises(Refused, match=r"prompt tokens, about \d+\.\d s to read") as caught:
+        slow.apply("a = 1\n", "b\n")
+    partial = caught.value.partial
+    assert partial is not None and partial.stats.forward_passes == 0
+    assert partial.stats.finish_reason == "budget" and partial.stats.prompt_tokens > 0
+    unbounded = make(64, policy="certain_or_agree", witness=witness, witness_budget_s=0)
+    try:
+        got = unbounded.apply("a = 1\n", "b\n")
+    except Refused as exc:
+        assert "budget" not in str(exc) and exc.partial is not None
+        assert exc.partial.stats.finish_reason == "parted"
+    else:
+        assert witness == "window" and got.merged_code == "a = 1\nb = 2\n" + want + "c = 3\n"
+
+
+def test_the_witness_budget_is_checked_where_it_is_set() -> None:
+    with pytest.raises(ValueError, match="witness_budget_s must be"):
+        ServiceConfig(witness_budget_s=-1.0)
+    with pytest.raises(ValueError, match="witness_budget_s must be"):
+        ServiceConfig(witness_budget_s=float("nan"))
+    assert ServiceConfig().witness_budget_s == 8.0
+
+
 # -- a marker copied into the answer ------------------------------------------------------
 
 

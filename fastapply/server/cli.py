@@ -80,6 +80,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"where the merge is unsure, the model writes only windows around "
                         f"its unsure places (window) or the whole file (file) (default: "
                         f"{ServiceConfig.witness}; see docs/model.md)")
+    p.add_argument("--witness-budget-s", type=float, default=None,
+                   help=f"seconds a request may spend while the model witnesses an unsure "
+                        f"merge; past them it is refused, naming the unsure place (default "
+                        f"{ServiceConfig.witness_budget_s:g}; 0: no budget)")
     # None leaves ServiceConfig's default (fastapply.service), the one place it is written
     p.add_argument("--prompt-format", choices=sorted(FORMATS),
                    help=f"default: {ServiceConfig.prompt_format}")
@@ -146,7 +150,8 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
         prompt_cache_mb=getattr(args, "prompt_cache_mb", None),
         prompt_cache_entries=getattr(args, "prompt_cache_entries", None),
         kv_cache=getattr(args, "kv_cache", None),
-        threshold=getattr(args, "threshold", None), witness=getattr(args, "witness", None))
+        threshold=getattr(args, "threshold", None), witness=getattr(args, "witness", None),
+        witness_budget_s=getattr(args, "witness_budget_s", None))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,8 @@ generating at the next check of ``is_cancelled`` (:class:`RequestCancelled`).
 Inside: :mod:`.config` (:class:`ServiceConfig`, :func:`make_runtime`), :mod:`.inputs`
 (each request field decoded and checked), :mod:`.apply` (:class:`FastApplyService`),
 :mod:`.windows` (the windowed witness: the model reads and writes only the merge's unsure
-places) and :mod:`.results` (what a request ends in).
+places), :mod:`.budget` (the witness's time budget) and :mod:`.results` (what a request
+ends in).
 """
 
 from fastapply.service.apply import (

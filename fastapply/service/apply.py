@@ -12,6 +12,7 @@ from typing import Any
 from fastapply.decoding.runtimes import Runtime
 from fastapply.decoding.witness import Decision, Reading
 from fastapply.metrics import Stats
+from fastapply.service.budget import over_budget, prefill_s
 from fastapply.service.config import TRTLLM_DEFAULT_DRAFT_LEN, ServiceConfig, make_runtime
 from fastapply.service.inputs import InvalidRequest, as_max_tokens, as_text
 from fastapply.service.results import (
@@ -126,7 +127,7 @@ class FastApplyService:
                 on_delta(result.merged_code)
         else:
             result = self._apply_model(original, snippet, instr, max_tokens, on_delta,
-                                       _every(CANCEL_CHECK_PERIOD_S, is_cancelled))
+                                       _every(CANCEL_CHECK_PERIOD_S, is_cancelled), start)
         result.stats.finalise(time.perf_counter() - start, len(result.merged_code))
         if not result.stats.complete:
             assert limit is not None  # the deterministic runtime's merges are complete
@@ -148,7 +149,7 @@ class FastApplyService:
 
     def _apply_model(self, original: str, snippet: str, instruction: str | None,
                      max_tokens: int | None, on_delta: Callable[[str], None] | None,
-                     cancelled: Callable[[], bool]) -> ApplyResult:
+                     cancelled: Callable[[], bool], started: float) -> ApplyResult:
         from fastapply.decoding import prompts, witness
         from fastapply.decoding.speculate import ContextLimitError, TextStream
         from fastapply.merge.syntax import copied_markers
@@ -161,12 +162,19 @@ class FastApplyService:
         #: Follows the model's file where only the deterministic text can be served.
         watch: witness.Agreement | None = None
         passes, tokens = 0, 0
+        budget = self.config.witness_budget_s
+        deadline = started + budget if budget else None
 
         def on_tokens(new: list[int]) -> None:  # after every forward pass
             nonlocal passes, tokens
             passes, tokens = passes + 1, tokens + len(new)
             if cancelled():
                 raise RequestCancelled
+            if watch is not None and deadline is not None and \
+                    time.perf_counter() > deadline:
+                raise Refused(over_budget(reading, budget, watch), ApplyResult(
+                    "", Stats(prompt_tokens=len(request.prompt_ids), completion_tokens=tokens,
+                              forward_passes=passes, finish_reason="budget")))
             if text_stream.push(new) and (on_delta is not None or watch is not None):
                 delta = extractor.feed(text_stream.text)  # the file's new certain part
                 if delta and watch is not None and not watch.feed(delta):
@@ -190,7 +198,8 @@ class FastApplyService:
 
                 try:
                     return witness_windows(self, original, snippet, instruction, reading,
-                                           on_delta, cancelled)
+                                           on_delta, cancelled,
+                                           started + budget if budget else None)
                 except NoWindows:
                     pass  # no place to put a window on: the whole file is witnessed
             # a prompt far over the context is refused before the sources are tokenized
@@ -206,6 +215,15 @@ class FastApplyService:
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
             if plan.model == witness.UNTIL_PARTING:
                 watch = witness.Agreement(reading.text or "")
+                need = prefill_s(runtime, request.prompt_ids) if deadline is not None else None
+                if need is not None and deadline is not None and \
+                        time.perf_counter() + need > deadline:
+                    # the budget would run out before the first token: refuse now
+                    raise Refused(over_budget(
+                        reading, budget, read_what=f"the whole file to witness one place: "
+                        f"{len(request.prompt_ids)} prompt tokens, about {need:.1f} s to "
+                        f"read on this server"), ApplyResult("", Stats(
+                            prompt_tokens=len(request.prompt_ids), finish_reason="budget")))
             gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None

@@ -20,6 +20,11 @@ DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
 #: witness"); ``window`` reads only windows, for a model whose agreement there is evidence.
 WITNESSES = ("window", "file")
 DEFAULT_WITNESS = "file"
+#: Seconds a request may spend, from its start, while the model witnesses an unsure merge
+#: (ServiceConfig.witness_budget_s). Whole files of 201-1,000 lines took up to 27 s on
+#: the 2-core CPU, where the witness served none of them exactly (docs/benchmarks.md,
+#: "The witness's time budget"); 8 s leaves room under 10 s for the merge and one pass.
+DEFAULT_WITNESS_BUDGET_S = 8.0
 #: K of the TensorRT-LLM runtimes when none is configured (the profiles' engines allow 64).
 TRTLLM_DEFAULT_DRAFT_LEN = 64
 
@@ -71,6 +76,11 @@ class ServiceConfig:
     #: the merge's rival readings there: fastapply.service.windows) or ``file`` (the whole
     #: file, for a strong model a user brings).
     witness: str = DEFAULT_WITNESS
+    #: Seconds a request may spend, from its start, while the model witnesses an unsure
+    #: merge (policies that serve only a reading the model agrees with); past it the edit
+    #: is refused, naming the unsure place, instead of read to its end. 0: no budget. The
+    #: policies that serve the model's own output (``model``, ``confident``, ...) have none.
+    witness_budget_s: float = DEFAULT_WITNESS_BUDGET_S
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -90,6 +100,9 @@ class ServiceConfig:
         if self.witness not in WITNESSES:
             raise ValueError(f"unknown witness {self.witness!r}; use one of: "
                              f"{', '.join(WITNESSES)}")
+        if not self.witness_budget_s >= 0:  # (NaN too)
+            raise ValueError(f"witness_budget_s must be a number of seconds >= 0 (0: no "
+                             f"budget), got {self.witness_budget_s!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; use one of: "
                              f"{', '.join(POLICIES)}")

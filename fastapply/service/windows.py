@@ -20,11 +20,13 @@ window that does not fit the context is refused.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapply.merge.windows import NoWindows, WindowTask, window_tasks
 from fastapply.metrics import Stats
+from fastapply.service.budget import over_budget, prefill_s
 from fastapply.service.inputs import InvalidRequest
 from fastapply.service.results import ApplyResult, Refused
 
@@ -49,17 +51,20 @@ def plan_windows(original: str, snippet: str, reading: Reading) -> list[WindowTa
 def witness_windows(service: Any, original: str, snippet: str,
                     instruction: str | None, reading: Reading,
                     on_delta: Callable[[str], None] | None,
-                    cancelled: Callable[[], bool]) -> ApplyResult:
+                    cancelled: Callable[[], bool], deadline: float | None = None) -> ApplyResult:
     """Serve an unsure merge by the model's windows (see the module), or refuse it.
-    ``service`` is the FastApplyService asking (its tokenizer, runtime, format)."""
+    ``service`` is the FastApplyService asking (its tokenizer, runtime, format);
+    ``deadline`` (time.perf_counter()) is when its witness budget runs out."""
     tasks = plan_windows(original, snippet, reading)
     assert reading.text is not None
     total = Stats(finish_reason="stop")
     chosen = reading.text.splitlines(keepends=True)
     served: list[tuple[int, int, str]] = []
     alive: frozenset[int] | None = None  # the readings every window so far agrees with
-    for task in tasks:
-        picked = _one_window(service, task, instruction, total, cancelled)
+    for n, task in enumerate(tasks):
+        picked = _one_window(service, task, instruction, total, cancelled, deadline,
+                             f"window {n + 1} of {len(tasks)}, lines {task.window.start + 1}-"
+                             f"{task.window.end} of the merged file", reading)
         w = task.window
         served.append((w.start, w.end, task.texts[picked]))
         agreeing = w.agreeing(picked)
@@ -90,8 +95,10 @@ def witness_windows(service: Any, original: str, snippet: str,
 
 
 def _one_window(service: Any, task: WindowTask, instruction: str | None,
-                total: Stats, cancelled: Callable[[], bool]) -> int:
-    """The model writes one window; the index of the reading it equals, or Refused."""
+                total: Stats, cancelled: Callable[[], bool], deadline: float | None,
+                name: str, reading: Reading) -> int:
+    """The model writes one window; the index of the reading it equals, or Refused
+    (also once ``deadline`` has passed; ``name`` says which window it is)."""
     from fastapply.decoding import prompts
     from fastapply.decoding.speculate import (
         ContextLimitError,
@@ -123,6 +130,13 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
                                prompts.encode(tok, task.snippet)],
         frozenset(service.stop_ids), min(room, longest + MARGIN_TOKENS),
         service.max_draft_len)
+    need = prefill_s(runtime, prompt_ids) if deadline is not None else None
+    if need is not None and deadline is not None and time.perf_counter() + need > deadline:
+        _add(total, None, 0, len(prompt_ids))
+        total.finish_reason = "budget"
+        raise Refused(over_budget(reading, service.config.witness_budget_s, read_what=(
+            f"only windows; {name} is {len(prompt_ids)} prompt tokens, about {need:.1f} s "
+            f"to read on this server")), ApplyResult("", total))
     watch = AnyAgreement(task.texts)
     stream = TextStream(tok, skip_ids=service.stop_ids)
     extractor = prompts.StreamExtractor(fmt)
@@ -133,6 +147,8 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
         passes += 1
         if cancelled():
             raise RequestCancelled
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _OverBudget
         if stream.push(new):
             delta = extractor.feed(stream.text)
             if delta and not watch.feed(delta):
@@ -140,6 +156,12 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
 
     try:
         gen = runtime.generate(request, on_tokens=on_tokens)
+    except _OverBudget:
+        _add(total, None, passes, len(prompt_ids))
+        total.finish_reason = "budget"
+        raise Refused(over_budget(reading, service.config.witness_budget_s,
+                                  read_what=f"only windows; it was writing {name}"),
+                      ApplyResult("", total)) from None
     except _Parted:
         _add(total, None, passes, len(prompt_ids))
         raise Refused(_refusal(watch, first_line, w, task),
@@ -161,6 +183,10 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
 
 class _Parted(Exception):
     """The model's window left every reading (raised inside generation to stop it)."""
+
+
+class _OverBudget(Exception):
+    """The request's witness budget ran out (raised inside generation to stop it)."""
 
 
 def _add(total: Stats, stats: Stats | None, passes: int, prompt_tokens: int) -> None:

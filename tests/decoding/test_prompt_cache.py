@@ -63,6 +63,18 @@ def test_a_short_shared_prefix_of_a_long_prompt_is_not_reused() -> None:
     assert always.lookup(list(range(1400)))[1] == 150
 
 
+def test_peek_says_what_a_lookup_would_reuse_without_counting_it() -> None:
+    cache = PromptCache(max_bytes=10**6)
+    cache.store(list(range(150)) + [-1], kv(151))
+    cache.store([1, 2, 3, 4], kv(4))
+    for ids in (list(range(1400)), list(range(300)), [1, 2, 3, 7], [1, 2, 3, 4], [5, 6]):
+        assert cache.peek(ids) == cache.peek(ids)  # nothing moved
+        counts = (cache.counts.lookups, cache.counts.hits)
+        seen = cache.peek(ids)
+        assert (cache.counts.lookups, cache.counts.hits) == counts
+        assert seen == cache.lookup(ids)[1]
+
+
 def test_least_recently_used_prompts_go_first_by_entries_and_by_bytes() -> None:
     cache = PromptCache(max_bytes=64 * 10, max_entries=3)  # 10 tokens of kv()
     for first in (1, 2, 3):

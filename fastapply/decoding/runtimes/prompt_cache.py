@@ -167,6 +167,15 @@ class PromptCache:
             self.counts.reused_tokens += best_n
             return best, best_n
 
+    def peek(self, ids: list[int]) -> int:
+        """How many of ``ids`` :meth:`lookup` would reuse now, without counting a lookup
+        or reordering the entries."""
+        with self._lock:
+            best_n = max((common_prefix_len(e.ids, ids) for e in self._entries.values()),
+                         default=0)
+        best_n = min(best_n, len(ids) - 1)
+        return best_n if best_n > 0 and reuse_pays(best_n, len(ids), self.pair_cost) else 0
+
     def store(self, ids: list[int], layers: list[tuple[Any, Any]]) -> bool:
         """Keep ``ids``'s per-layer tensors (which nobody may write to afterwards) as the
         most recent entry; drop entries it makes redundant (its own prefixes) and the

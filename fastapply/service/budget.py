@@ -1,0 +1,61 @@
+"""The witness's time budget (:attr:`ServiceConfig.witness_budget_s`): how long the
+model would take to read a prompt on this server (:func:`prefill_s`), and the refusal of an
+unsure merge whose witness would not finish in time (:func:`over_budget`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapply.decoding.witness import Reading
+
+#: A prompt token costs more the longer the prompt (attention reads every earlier token):
+#: per token, a prompt of n tokens costs about (1 + n / PREFILL_GROWTH_TOKENS) times a short
+#: one. Measured on the 2-core CPU (default model, float32): 2.0-2.3 ms a token at 257-1,024
+#: tokens, 2.5 at 2,048, 3.1 at 4,096, 3.7 at 6,000.
+PREFILL_GROWTH_TOKENS = 7200
+
+
+def prefill_s(runtime: Any, prompt_ids: list[int]) -> float | None:
+    """About how many seconds ``runtime`` needs to read ``prompt_ids`` before its first
+    token: the tokens its prompt cache cannot reuse, at the per-token cost of the longest
+    pass it measured at load, grown for the prompt's length (PREFILL_GROWTH_TOKENS); None
+    where nothing was measured (K configured, TensorRT-LLM). On a CPU the prompt dominates a
+    witness's time: a 6,000-token file took 19-33 s to read on the 2-core machine.
+
+    >>> from types import SimpleNamespace
+    >>> cpu = SimpleNamespace(pass_cost_ms={1: 30.0, 257: 514.0}, prompt_cache=None)
+    >>> round(prefill_s(cpu, [0] * 7200), 1)  # 2 ms a token, twice that at 7,200 tokens
+    28.8
+    >>> prefill_s(SimpleNamespace(), [0] * 7200) is None  # nothing measured
+    True
+    """
+    costs: dict[int, float] = getattr(runtime, "pass_cost_ms", None) or {}
+    if not costs:
+        return None
+    cache = getattr(runtime, "prompt_cache", None)
+    shared = cache.peek(prompt_ids) if cache is not None else 0
+    longest = max(costs)
+    n = len(prompt_ids) - shared
+    return n * costs[longest] / longest / 1000 * (1 + len(prompt_ids) / PREFILL_GROWTH_TOKENS)
+
+
+def over_budget(reading: Reading, budget_s: float, watch: Any = None,
+                read_what: str = "the whole file to witness one place") -> str:
+    """The refusal of an unsure merge whose witness ran out of time: where the merge was
+    unsure, how far the model had read, and what to send instead."""
+    from fastapply.merge.apply import MergeResult
+
+    merge: MergeResult | None = reading.merge
+    place = merge.uncertain[0] if merge is not None and merge.uncertain else None
+    where = f" at line {place.line} ({place.message})" if place is not None and place.line \
+        else f" ({place.message})" if place is not None else ""
+    read = ""
+    if watch is not None and getattr(watch, "expected", None):
+        lines = watch.expected.count("\n", 0, watch.checked)
+        total = watch.expected.count("\n")
+        read = f"; the model had written {lines} of its {total} lines, all as the merge did,"
+    return (f"the deterministic merge is unsure{where}{read} when the request's witness "
+            f"budget of {budget_s:g} s ran out (the model reads {read_what}; server option "
+            f"witness_budget_s); nothing was merged: show more "
+            f"unchanged lines around the change so the merge is certain there, or send it "
+            f"as SEARCH/REPLACE blocks")
