@@ -24,7 +24,7 @@ MODULES = [
     "fastapply.model.hard_windows", "fastapply.service.windows",
     "fastapply.decoding.witness", "fastapply.service.inputs",
     "fastapply.engine_build.reading", "fastapply.engine_build.verify",
-    "fastapply.engine_build.verify_run",
+    "fastapply.engine_build.verify_run", "fastapply.merge.edges", "fastapply.service.budget",
 ]
 
 

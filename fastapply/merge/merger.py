@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
-from fastapply.merge.edges import rival_edges
+from fastapply.merge.edges import kept_block_tail, rival_edges
 from fastapply.merge.guess import guesses
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
@@ -199,6 +199,16 @@ class _Merger:
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
         start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
+        if implied or self.anchored.get(hunk.number, (False, False))[1]:
+            kept = kept_block_tail(self.orig, seg, p.pairs, end, self.snippet_lines)
+            if kept:
+                lo, hi = kept
+                self.unsure(lo + 1, f"{hunk.label}: it ends on new lines with no marker "
+                                    f"after it, and original lines {lo + 1}-{hi} after "
+                                    f"them, as deep in the same block and never shown in "
+                                    f"the snippet, were kept; if the snippet replaced them "
+                                    f"nothing in it says so: add a marker after it to keep "
+                                    f"them, or show the lines that end the block")
         self.replacements.append(_Replacement(start, end, seg))
         if hunk.marker_before and hunk.marker_after and \
                 inner(seg) == inner(self.orig[start:end]) and \
