@@ -33,7 +33,7 @@ from typing import overload
 from fastapply.merge.definitions import removed_definitions
 from fastapply.merge.lines import _WORDLIKE as _WORD
 
-__all__ = ["kept_block_tail", "rival_edges"]
+__all__ = ["kept_block_tail", "replaced_past_block", "rival_edges"]
 
 #: Lines past the segment's edge (inside the marker's gap) where another copy of the edge
 #: is looked for.
@@ -200,3 +200,30 @@ def kept_block_tail(orig: Sequence[str], seg: Sequence[str], pairs: Sequence[tup
             break
         hi, unshown = j + 1, unshown or line.strip() not in shown
     return (end, hi) if unshown else None
+
+
+def replaced_past_block(orig: Sequence[str], seg: Sequence[str],
+                        pairs: Sequence[tuple[int, int]], end: int,
+                        shown: frozenset[str]) -> tuple[int, int] | None:
+    """``(lo, hi)``: the original lines between a segment's last matched line and the end
+    of its region (``end``) that are less indented than the new lines it ends on, which it
+    replaced though the snippet never shows them; None when there are none.
+
+    The other side of :func:`kept_block_tail`: new lines that end a block replaced a line
+    after the block (``return decorator`` after a nested ``def decorator(f):`` whose body
+    the snippet rewrote), where the commit kept it (4 wrong merges called certain on the
+    tune split; no right one has this shape; docs/benchmarks.md).
+
+    >>> orig = ["def outer():", "    def inner(f):", "        return make(f)",
+    ...         "    return inner", ""]
+    >>> seg = ["    def inner(f):", "        cmd = make(f)", "        return cmd"]
+    >>> replaced_past_block(orig, seg, [(0, 1)], 4, frozenset(s.strip() for s in seg))
+    (3, 4)
+    """
+    new = [s for i, s in enumerate(seg) if s.strip() and (not pairs or i > pairs[-1][0])]
+    if not pairs or not new:
+        return None
+    floor = min(len(s) - len(s.lstrip()) for s in new)
+    out = [j for j in range(pairs[-1][1] + 1, end) if orig[j].strip()
+           and len(orig[j]) - len(orig[j].lstrip()) < floor and orig[j].strip() not in shown]
+    return (out[0], out[-1] + 1) if out else None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
-from fastapply.merge.edges import kept_block_tail, rival_edges
+from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
 from fastapply.merge.guess import guesses
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
@@ -209,6 +209,14 @@ class _Merger:
                                     f"the snippet, were kept; if the snippet replaced them "
                                     f"nothing in it says so: add a marker after it to keep "
                                     f"them, or show the lines that end the block")
+            past = replaced_past_block(self.orig, seg, p.pairs, end, self.snippet_lines)
+            if past:
+                lo, hi = past
+                self.unsure(lo + 1, f"{hunk.label}: it ends on new lines with no marker "
+                                    f"after it, and it replaced original lines {lo + 1}-{hi}, "
+                                    f"less indented than those lines (after their block) "
+                                    f"and never shown in the snippet; if they stay, show "
+                                    f"them after it or add a marker after it")
         self.replacements.append(_Replacement(start, end, seg))
         if hunk.marker_before and hunk.marker_after and \
                 inner(seg) == inner(self.orig[start:end]) and \

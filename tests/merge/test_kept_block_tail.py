@@ -61,3 +61,39 @@ def test_a_marker_after_it_or_the_lines_shown_leave_no_doubt_there() -> None:
     shown = SNIPPET + "    return choices\n"
     assert not doubt(shown)
     assert apply_snippet(ORIGINAL, shown).text.count("return choices") == 1
+
+
+# Reduced from ``pallets/click@6359b85a4a:click/decorators.py`` (tune split): the snippet is
+# a nested function from its signature to its end, with no marker; the merge replaced the
+# outer function's ``return decorator`` along with the inner body, and called it certain.
+DECORATORS = """\
+def command(name=None, cls=None, **attrs):
+    if cls is None:
+        cls = Command
+    def decorator(f):
+        return _make_command(f, name, attrs, cls)
+    return decorator
+
+
+def group(name=None, **attrs):
+    attrs.setdefault("cls", Group)
+    return command(name, **attrs)
+"""
+
+INNER = """\
+    def decorator(f):
+        cmd = _make_command(f, name, attrs, cls)
+        cmd.__doc__ = f.__doc__
+        return cmd
+"""
+
+
+def test_new_lines_ending_a_block_that_replaced_a_line_after_it_are_unsure() -> None:
+    result = apply_snippet(DECORATORS, INNER)
+    found = [u for u in result.uncertain if "less indented than those lines" in u.message]
+    assert "    return decorator\n" not in result.text  # what the merge reads: replaced
+    assert found and found[0].line == DECORATORS.splitlines().index("    return decorator") + 1
+    shown = INNER + "    return decorator\n"
+    result = apply_snippet(DECORATORS, shown)
+    assert result.text == DECORATORS.replace("        return _make_command(f, name, attrs, cls)\n",
+                                             INNER.split("\n", 1)[1])
