@@ -200,23 +200,23 @@ class _Merger:
                 seg[i] = self.orig[j]
         start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
         if implied or self.anchored.get(hunk.number, (False, False))[1]:
-            kept = kept_block_tail(self.orig, seg, p.pairs, end, self.snippet_lines)
-            if kept:
-                lo, hi = kept
-                self.unsure(lo + 1, f"{hunk.label}: it ends on new lines with no marker "
-                                    f"after it, and original lines {lo + 1}-{hi} after "
-                                    f"them, as deep in the same block and never shown in "
-                                    f"the snippet, were kept; if the snippet replaced them "
-                                    f"nothing in it says so: add a marker after it to keep "
-                                    f"them, or show the lines that end the block")
-            past = replaced_past_block(self.orig, seg, p.pairs, end, self.snippet_lines)
-            if past:
-                lo, hi = past
-                self.unsure(lo + 1, f"{hunk.label}: it ends on new lines with no marker "
-                                    f"after it, and it replaced original lines {lo + 1}-{hi}, "
-                                    f"less indented than those lines (after their block) "
-                                    f"and never shown in the snippet; if they stay, show "
-                                    f"them after it or add a marker after it")
+            # it ends on new lines and no marker was written after it: the rest of their
+            # block kept, or a line after it replaced, is a guess (merge/edges.py)
+            for find, what in (
+                    (kept_block_tail, "after them, as deep in the same block and never "
+                                      "shown in the snippet, were kept; if the snippet "
+                                      "replaced them nothing in it says so: add a marker "
+                                      "after it to keep them, or show the lines that end "
+                                      "the block"),
+                    (replaced_past_block, "less indented than those lines (after their "
+                                          "block) and never shown in the snippet, were "
+                                          "replaced; if they stay, show them after it or "
+                                          "add a marker after it")):
+                span = find(self.orig, seg, p.pairs, end, self.snippet_lines)
+                if span:
+                    self.unsure(span[0] + 1, f"{hunk.label}: it ends on new lines with no "
+                                             f"marker after it, and original lines "
+                                             f"{span[0] + 1}-{span[1]} {what}")
         self.replacements.append(_Replacement(start, end, seg))
         if hunk.marker_before and hunk.marker_after and \
                 inner(seg) == inner(self.orig[start:end]) and \
