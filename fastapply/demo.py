@@ -88,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
         except BaseModelError as exc:
             print(f"fastapply demo: {exc}", file=sys.stderr)
             return 1
+        # The demo shows the model witnessing an unsure merge and checks the file it
+        # serves; on a slow or busy machine the witness's time budget would turn that into
+        # a refusal, so the demo reads it to its end (no budget).
         params = {"runtime": "torch", "model_dir": model_dir, "device": "cpu",
-                  "dtype": "float32", "worker_threads": 2}
+                  "dtype": "float32", "worker_threads": 2, "witness_budget_s": 0}
     if args.tiny_model:
         from fastapply.model.tiny import ensure_tiny_model
 

@@ -459,6 +459,12 @@ def test_a_witness_past_its_time_budget_is_refused_naming_the_unsure_place(
     partial = caught.value.partial
     assert partial is not None and partial.stats.forward_passes == 0
     assert partial.stats.finish_reason == "budget" and partial.stats.prompt_tokens > 0
+    # a cost measured at load on a busy machine is corrected by what requests since saw
+    slow.seen_ms_per_token = 1e-6
+    try:
+        slow.apply("a = 1\n", "b\n")
+    except Refused as exc:
+        assert "budget" not in str(exc)
     unbounded = make(64, policy="certain_or_agree", witness=witness, witness_budget_s=0)
     try:
         got = unbounded.apply("a = 1\n", "b\n")
@@ -467,6 +473,18 @@ def test_a_witness_past_its_time_budget_is_refused_naming_the_unsure_place(
         assert exc.partial.stats.finish_reason == "parted"
     else:
         assert witness == "window" and got.merged_code == "a = 1\nb = 2\n" + want + "c = 3\n"
+
+
+def test_the_cost_of_a_prompt_token_is_read_from_finished_requests() -> None:
+    from fastapply.metrics import Stats
+    from fastapply.service.budget import PREFILL_GROWTH_TOKENS, observed_ms_per_token
+
+    seen = observed_ms_per_token(Stats(prompt_tokens=1000, ttft_ms=2000.0))
+    assert seen is not None and abs(seen - 2.0 / (1 + 1000 / PREFILL_GROWTH_TOKENS)) < 1e-9
+    # tokens taken from the prompt cache did not run; too few run tells nothing
+    assert observed_ms_per_token(Stats(prompt_tokens=1000, reused_prompt_tokens=990,
+                                       ttft_ms=20.0)) is None
+    assert observed_ms_per_token(Stats(prompt_tokens=1000, ttft_ms=0.0)) is None
 
 
 def test_the_witness_budget_is_checked_where_it_is_set() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from fastapply.decoding.runtimes import Runtime
 from fastapply.decoding.witness import Decision, Reading
 from fastapply.metrics import Stats
-from fastapply.service.budget import over_budget, prefill_s
+from fastapply.service.budget import observed_ms_per_token, over_budget, prefill_s
 from fastapply.service.config import TRTLLM_DEFAULT_DRAFT_LEN, ServiceConfig, make_runtime
 from fastapply.service.inputs import InvalidRequest, as_max_tokens, as_text
 from fastapply.service.results import (
@@ -60,6 +60,9 @@ class FastApplyService:
         self.runtime: Runtime | None = None
         self.tokenizer: Any = None
         self.stop_ids: set[int] = set()
+        #: The cost of a prompt token the last request that read one saw, in ms (the
+        #: witness budget's prediction takes the lower of it and the cost measured at load).
+        self.seen_ms_per_token: float | None = None
         if config.runtime != "deterministic":
             self._load_model()
         else:
@@ -215,7 +218,8 @@ class FastApplyService:
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
             if plan.model == witness.UNTIL_PARTING:
                 watch = witness.Agreement(reading.text or "")
-                need = prefill_s(runtime, request.prompt_ids) if deadline is not None else None
+                need = prefill_s(runtime, request.prompt_ids, self.seen_ms_per_token) \
+                    if deadline is not None else None
                 if need is not None and deadline is not None and \
                         time.perf_counter() + need > deadline:
                     # the budget would run out before the first token: refuse now
@@ -227,6 +231,7 @@ class FastApplyService:
             gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None
+        self.seen_ms_per_token = observed_ms_per_token(gen.stats) or self.seen_ms_per_token
         text_stream.flush()
         tail = extractor.finish(text_stream.text)
         if tail and on_delta is not None:

@@ -15,17 +15,34 @@ from fastapply.decoding.witness import Reading
 PREFILL_GROWTH_TOKENS = 7200
 
 
-def prefill_s(runtime: Any, prompt_ids: list[int]) -> float | None:
+def observed_ms_per_token(stats: Any) -> float | None:
+    """The cost of a prompt token a finished request saw (its time to first token over the
+    prompt tokens it ran, shrunk by the same growth as :func:`prefill_s`), or None when it
+    ran too few to tell (prompt reuse, a tiny prompt)."""
+    ran = stats.prompt_tokens - stats.reused_prompt_tokens
+    if ran < 64 or not stats.ttft_ms:
+        return None
+    return float(stats.ttft_ms) / ran / (1 + stats.prompt_tokens / PREFILL_GROWTH_TOKENS)
+
+
+def prefill_s(runtime: Any, prompt_ids: list[int],
+              seen_ms_per_token: float | None = None) -> float | None:
     """About how many seconds ``runtime`` needs to read ``prompt_ids`` before its first
     token: the tokens its prompt cache cannot reuse, at the per-token cost of the longest
     pass it measured at load, grown for the prompt's length (PREFILL_GROWTH_TOKENS); None
-    where nothing was measured (K configured, TensorRT-LLM). On a CPU the prompt dominates a
-    witness's time: a 6,000-token file took 19-33 s to read on the 2-core machine.
+    where nothing was measured (K configured, TensorRT-LLM). ``seen_ms_per_token``, the
+    cost the server's recent requests saw (:func:`observed_ms_per_token`), lowers it: a
+    server loaded while the machine was busy measured its passes up to 10x too slow, and
+    would otherwise refuse what it reads in time once the load is gone. On a CPU the prompt
+    dominates a witness's time: a 6,000-token file took 19-33 s to read on the 2-core
+    machine.
 
     >>> from types import SimpleNamespace
     >>> cpu = SimpleNamespace(pass_cost_ms={1: 30.0, 257: 514.0}, prompt_cache=None)
     >>> round(prefill_s(cpu, [0] * 7200), 1)  # 2 ms a token, twice that at 7,200 tokens
     28.8
+    >>> round(prefill_s(cpu, [0] * 7200, seen_ms_per_token=1.0), 1)  # faster since
+    14.4
     >>> prefill_s(SimpleNamespace(), [0] * 7200) is None  # nothing measured
     True
     """
@@ -35,8 +52,11 @@ def prefill_s(runtime: Any, prompt_ids: list[int]) -> float | None:
     cache = getattr(runtime, "prompt_cache", None)
     shared = cache.peek(prompt_ids) if cache is not None else 0
     longest = max(costs)
+    per_token = costs[longest] / longest
+    if seen_ms_per_token is not None:
+        per_token = min(per_token, seen_ms_per_token)
     n = len(prompt_ids) - shared
-    return n * costs[longest] / longest / 1000 * (1 + len(prompt_ids) / PREFILL_GROWTH_TOKENS)
+    return n * per_token / 1000 * (1 + len(prompt_ids) / PREFILL_GROWTH_TOKENS)
 
 
 def over_budget(reading: Reading, budget_s: float, watch: Any = None,

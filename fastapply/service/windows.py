@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapply.merge.windows import NoWindows, WindowTask, window_tasks
 from fastapply.metrics import Stats
-from fastapply.service.budget import over_budget, prefill_s
+from fastapply.service.budget import observed_ms_per_token, over_budget, prefill_s
 from fastapply.service.inputs import InvalidRequest
 from fastapply.service.results import ApplyResult, Refused
 
@@ -130,7 +130,8 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
                                prompts.encode(tok, task.snippet)],
         frozenset(service.stop_ids), min(room, longest + MARGIN_TOKENS),
         service.max_draft_len)
-    need = prefill_s(runtime, prompt_ids) if deadline is not None else None
+    need = prefill_s(runtime, prompt_ids, service.seen_ms_per_token) \
+        if deadline is not None else None
     if need is not None and deadline is not None and time.perf_counter() + need > deadline:
         _add(total, None, 0, len(prompt_ids))
         total.finish_reason = "budget"
@@ -166,6 +167,7 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
         _add(total, None, passes, len(prompt_ids))
         raise Refused(_refusal(watch, first_line, w, task),
                       ApplyResult(watch.text, _parted(total))) from None
+    service.seen_ms_per_token = observed_ms_per_token(gen.stats) or service.seen_ms_per_token
     stream.flush()
     tail = extractor.finish(stream.text)
     alive = watch.feed(tail) if tail else True
