@@ -166,6 +166,15 @@ def _edge(orig: Sequence[str], pairs: list[tuple[int, int]], seg: Sequence[str],
 TAIL_LOOK = 50
 
 
+def _new_tail_floor(seg: Sequence[str], pairs: Sequence[tuple[int, int]]) -> int | None:
+    """The least indentation of the segment's non-blank lines after its last matched line
+    (the new lines it ends on); None when it ends on a matched line or matched none."""
+    if not pairs:
+        return None
+    new = [s for s in seg[pairs[-1][0] + 1:] if s.strip()]
+    return min(len(s) - len(s.lstrip()) for s in new) if new else None
+
+
 def kept_block_tail(orig: Sequence[str], seg: Sequence[str], pairs: Sequence[tuple[int, int]],
                     end: int, shown: frozenset[str]) -> tuple[int, int] | None:
     """``(lo, hi)``: original lines ``orig[lo:hi]`` a segment with no marker after it kept,
@@ -187,10 +196,9 @@ def kept_block_tail(orig: Sequence[str], seg: Sequence[str], pairs: Sequence[tup
     >>> kept_block_tail(orig, seg, [(0, 0)], 4, frozenset(s.strip() for s in seg)) is None
     True
     """
-    new = [s for i, s in enumerate(seg) if s.strip() and (not pairs or i > pairs[-1][0])]
-    if not pairs or not new:
+    floor = _new_tail_floor(seg, pairs)
+    if floor is None:
         return None
-    floor = min(len(s) - len(s.lstrip()) for s in new)
     hi, unshown = end, False
     for j in range(end, min(len(orig), end + TAIL_LOOK)):
         line = orig[j]
@@ -220,10 +228,9 @@ def replaced_past_block(orig: Sequence[str], seg: Sequence[str],
     >>> replaced_past_block(orig, seg, [(0, 1)], 4, frozenset(s.strip() for s in seg))
     (3, 4)
     """
-    new = [s for i, s in enumerate(seg) if s.strip() and (not pairs or i > pairs[-1][0])]
-    if not pairs or not new:
+    floor = _new_tail_floor(seg, pairs)
+    if floor is None:
         return None
-    floor = min(len(s) - len(s.lstrip()) for s in new)
     out = [j for j in range(pairs[-1][1] + 1, end) if orig[j].strip()
            and len(orig[j]) - len(orig[j].lstrip()) < floor and orig[j].strip() not in shown]
     return (out[0], out[-1] + 1) if out else None
