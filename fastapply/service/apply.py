@@ -12,7 +12,7 @@ from typing import Any
 from fastapply.decoding.runtimes import Runtime
 from fastapply.decoding.witness import Decision, Reading
 from fastapply.metrics import Stats
-from fastapply.service.budget import observed_ms_per_token, over_budget, prefill_s
+from fastapply.service.budget import late_prefill_s, observed_ms_per_token, over_budget
 from fastapply.service.config import TRTLLM_DEFAULT_DRAFT_LEN, ServiceConfig, make_runtime
 from fastapply.service.inputs import InvalidRequest, as_max_tokens, as_text
 from fastapply.service.results import (
@@ -201,8 +201,7 @@ class FastApplyService:
 
                 try:
                     return witness_windows(self, original, snippet, instruction, reading,
-                                           on_delta, cancelled,
-                                           started + budget if budget else None)
+                                           on_delta, cancelled, deadline)
                 except NoWindows:
                     pass  # no place to put a window on: the whole file is witnessed
             # a prompt far over the context is refused before the sources are tokenized
@@ -218,11 +217,9 @@ class FastApplyService:
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
             if plan.model == witness.UNTIL_PARTING:
                 watch = witness.Agreement(reading.text or "")
-                need = prefill_s(runtime, request.prompt_ids, self.seen_ms_per_token) \
-                    if deadline is not None else None
-                if need is not None and deadline is not None and \
-                        time.perf_counter() + need > deadline:
-                    # the budget would run out before the first token: refuse now
+                need = late_prefill_s(runtime, request.prompt_ids, self.seen_ms_per_token,
+                                      deadline)
+                if need is not None:  # the budget would run out before the first token
                     raise Refused(over_budget(
                         reading, budget, read_what=f"the whole file to witness one place: "
                         f"{len(request.prompt_ids)} prompt tokens, about {need:.1f} s to "

@@ -4,6 +4,7 @@ unsure merge whose witness would not finish in time (:func:`over_budget`)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapply.decoding.witness import Reading
@@ -57,6 +58,17 @@ def prefill_s(runtime: Any, prompt_ids: list[int],
         per_token = min(per_token, seen_ms_per_token)
     n = len(prompt_ids) - shared
     return n * per_token / 1000 * (1 + len(prompt_ids) / PREFILL_GROWTH_TOKENS)
+
+
+def late_prefill_s(runtime: Any, prompt_ids: list[int], seen_ms_per_token: float | None,
+                   deadline: float | None) -> float | None:
+    """The predicted seconds to read ``prompt_ids`` (:func:`prefill_s`) when reading them
+    would end past ``deadline`` (a ``time.perf_counter()`` value), so the witness should be
+    refused before its first pass; None otherwise (in time, no deadline, nothing measured)."""
+    if deadline is None:
+        return None
+    need = prefill_s(runtime, prompt_ids, seen_ms_per_token)
+    return need if need is not None and time.perf_counter() + need > deadline else None
 
 
 def over_budget(reading: Reading, budget_s: float, watch: Any = None,

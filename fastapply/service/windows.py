@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapply.merge.windows import NoWindows, WindowTask, window_tasks
 from fastapply.metrics import Stats
-from fastapply.service.budget import observed_ms_per_token, over_budget, prefill_s
+from fastapply.service.budget import late_prefill_s, observed_ms_per_token, over_budget
 from fastapply.service.inputs import InvalidRequest
 from fastapply.service.results import ApplyResult, Refused
 
@@ -130,9 +130,8 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
                                prompts.encode(tok, task.snippet)],
         frozenset(service.stop_ids), min(room, longest + MARGIN_TOKENS),
         service.max_draft_len)
-    need = prefill_s(runtime, prompt_ids, service.seen_ms_per_token) \
-        if deadline is not None else None
-    if need is not None and deadline is not None and time.perf_counter() + need > deadline:
+    need = late_prefill_s(runtime, prompt_ids, service.seen_ms_per_token, deadline)
+    if need is not None:  # the budget would run out before the window's first token
         _add(total, None, 0, len(prompt_ids))
         total.finish_reason = "budget"
         raise Refused(over_budget(reading, service.config.witness_budget_s, read_what=(
