@@ -175,6 +175,18 @@ class _Merger:
             if (i1 == len(seg) - 1) != ((hunk.number, "after") in self.edge_flips):
                 end = last
             self.edge_choices.append((hunk.number, "after"))
+        if implied and self._top_fragment(seg, p.pairs, end):
+            # as long as half the file and from its first line: the whole new file, cut
+            # short (the rest removed), or its first part (the rest kept)?
+            self.unsure(end + 1, f"{hunk.label}: no marker comes before or after it, and it "
+                                 f"starts with the file's first line and is at least half "
+                                 f"as long as the file, but its last line is original line "
+                                 f"{last}, so lines {end + 1}-{self.eof} were kept; if the "
+                                 f"snippet is the whole new file send all of it, else add "
+                                 f"a marker after it", local=False)
+            if (hunk.number, "after") in self.edge_flips:
+                end = self.eof
+            self.edge_choices.append((hunk.number, "after"))
         if p.rival >= 0:
             self.unsure(first + 1, f"{hunk.label}: its anchors match equally well at lines "
                                    f"{first + 1} and {p.rival + 1}; used line {first + 1}")
@@ -385,6 +397,22 @@ class _Merger:
             return near(ends[-1], file_ends[::-1]) if first else near(ends[0], file_ends)
         return WHOLE * len(seg) >= self.eof and near(ends[0], file_ends) and \
             near(ends[-1], file_ends[::-1])
+
+    def _top_fragment(self, seg: list[str], pairs: tuple[tuple[int, int], ...],
+                      end: int) -> bool:
+        """Is a snippet without markers, placed to end at ``end``, one that starts with
+        the file's first line, is at least half as long as the file and ends on a line
+        found once in the file, before more lines? (Read as the file's first part, or as
+        the whole new file with its end removed: its text fits both.)"""
+        ends = [s.rstrip() for s in seg if s.strip()]
+        lines = [s.rstrip() for s in self.orig[:self.eof] if s.strip()]
+        if not ends or not lines or ends[0] != lines[0] or ends[-1] == lines[-1] or \
+                2 * len(ends) < len(lines) or not pairs or lines.count(ends[-1]) != 1:
+            return False
+        i, j = pairs[-1]
+        if seg[i].rstrip() != ends[-1] or self.orig[j].rstrip() != ends[-1]:
+            return False
+        return any(s.strip() for s in self.orig[end:self.eof])
 
     def _unplaced(self, seg: list[str], hunk: Hunk) -> None:
         """No line of the segment is in the original: whole new file, or inserted."""
