@@ -475,6 +475,28 @@ def test_a_witness_past_its_time_budget_is_refused_naming_the_unsure_place(
         assert witness == "window" and got.merged_code == "a = 1\nb = 2\n" + want + "c = 3\n"
 
 
+def test_an_unsure_merge_that_changes_nothing_is_not_served_on_the_models_agreement(
+        tiny_services: Any) -> None:
+    # The snippet shows `return 1` beside `def h():` (g deleted?), but g also ends with
+    # `return 1`: the merge finds its lines as they stand, reads no change and is unsure.
+    # A model that copies the file would agree with that reading, so certain_or_agree
+    # refuses without running it; the model policy still lets the model's reading decide.
+    original = "def f():\n    return 1\n\n\ndef g():\n    return 1\n\n\ndef h():\n" \
+        "    return 2\n"
+    snippet = "# ... existing code ...\n    return 1\n\n\ndef h():\n# ... existing code ...\n"
+    from fastapply.merge import apply_snippet
+
+    merge = apply_snippet(original, snippet)
+    assert merge.uncertain and merge.text == original  # the reading refused below
+    _, _, make = tiny_services
+    agree = make(64, policy="certain_or_agree")
+    with pytest.raises(Refused, match=r"leaves the file unchanged and is unsure") as caught:
+        agree.apply(original, snippet)
+    assert caught.value.partial is None or caught.value.partial.stats.forward_passes == 0
+    got = merge_or_fragment(make(64, policy="model"), original, snippet)
+    assert got.stats.forward_passes > 0  # the model's own reading decides there
+
+
 def test_the_cost_of_a_prompt_token_is_read_from_finished_requests() -> None:
     from fastapply.metrics import Stats
     from fastapply.service.budget import PREFILL_GROWTH_TOKENS, observed_ms_per_token

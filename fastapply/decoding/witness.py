@@ -78,15 +78,29 @@ class Decision:
 
 
 def deterministic_reading(original: str, snippet: str) -> Reading:
-    """The deterministic merge of ``snippet`` as a witness."""
+    """The deterministic merge of ``snippet`` as a witness.
+
+    An unsure merge that leaves the file as it is counts as refused: a model that copies
+    the file agrees with it whatever the snippet meant, so no policy may serve it on the
+    model's agreement (on the validation split, such agreements served a file the commit
+    changed twice in 119 unsure edits; docs/benchmarks.md). A policy that serves the
+    model's own reading still may.
+
+    >>> deterministic_reading("a = 1\\nb = 2\\n", "# ...\\na = 1\\nb = 2\\n# ...\\n").text is None
+    True
+    """
     from fastapply.merge import EditError, apply_snippet, detect_format
 
     try:
         result = apply_snippet(original, snippet)
     except EditError as exc:
         return Reading(None, False, str(exc))
-    return Reading(result.text, not result.uncertain,
-                   "; ".join(u.message for u in result.uncertain),
+    unsure = "; ".join(u.message for u in result.uncertain)
+    if result.uncertain and result.text == original:
+        return Reading(None, False, f"the merge leaves the file unchanged and is unsure "
+                                    f"({unsure}), so a model that copies the file would "
+                                    f"agree with it whatever the snippet meant")
+    return Reading(result.text, not result.uncertain, unsure,
                    detect_format(snippet) in ("search_replace", "udiff"), result)
 
 
