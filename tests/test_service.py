@@ -82,6 +82,14 @@ def test_config_errors_say_what_to_do():
         ServiceConfig(runtime="vllm")
     with pytest.raises(ValueError, match="needs a model directory"):
         ServiceConfig(runtime="torch")
+    # a TensorRT-LLM runtime reports no token probabilities: every answer would count as
+    # sure, so a policy that decides by them is refused where it is set
+    for runtime in ("trtllm-engine", "trtllm-pytorch"):
+        with pytest.raises(ValueError, match=rf"policy 'confident' decides by the model's "
+                                             rf"token probabilities, which runtime "
+                                             rf"'{runtime}' does not report"):
+            ServiceConfig(runtime=runtime, engine_dir="engine", policy="confident")
+        assert ServiceConfig(runtime=runtime, engine_dir="engine").policy == "certain_or_agree"
 
 
 # -- torch runtime with the tiny model ------------------------------------------------

@@ -45,6 +45,9 @@ POLICIES: dict[str, str] = {
                                          "merge the model confidently reads otherwise is "
                                          "refused",
 }
+#: Policies whose answer turns on how sure the model is (its lowest token probability):
+#: they need a runtime that reports the probability of each token it writes.
+NEEDS_PROBS = frozenset({"confident", "agree_or_confident", "certain_unless_confident_disagree"})
 #: Why a file the two readings part on is refused.
 READ_DIFFERENTLY = "the model and the deterministic merge read the snippet differently"
 #: The shipped policy and its threshold (chosen on the validation split).

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapply.decoding.runtimes import KV_CACHES, RUNTIMES, Runtime
+from fastapply.decoding.runtimes import KV_CACHES, PROB_RUNTIMES, RUNTIMES, Runtime
 from fastapply.decoding.runtimes.prompt_cache import (
     DEFAULT_PROMPT_CACHE_ENTRIES,
     DEFAULT_PROMPT_CACHE_MB,
 )
-from fastapply.decoding.witness import DEFAULT_POLICY, DEFAULT_THRESHOLD, POLICIES
+from fastapply.decoding.witness import (
+    DEFAULT_POLICY,
+    DEFAULT_THRESHOLD,
+    NEEDS_PROBS,
+    POLICIES,
+)
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
 DEFAULT_MAX_INPUT_BYTES = 4 * 1024 * 1024
@@ -106,6 +111,13 @@ class ServiceConfig:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; use one of: "
                              f"{', '.join(POLICIES)}")
+        if self.policy in NEEDS_PROBS and self.runtime != "deterministic" and \
+                self.runtime not in PROB_RUNTIMES:
+            # without them every answer would count as sure (probability 1.0)
+            raise ValueError(f"policy {self.policy!r} decides by the model's token "
+                             f"probabilities, which runtime {self.runtime!r} does not "
+                             f"report (it returns token ids only); use a policy that does "
+                             f"not ({DEFAULT_POLICY}, the default) or the torch runtime")
 
 
 

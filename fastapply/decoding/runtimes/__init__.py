@@ -37,8 +37,8 @@ from typing import Protocol
 # The loop defines the session protocol it drives; the runtimes implement it.
 from fastapply.decoding.speculate import Generation, GenerationRequest, Session, generate
 
-__all__ = ["KV_CACHES", "MODEL_RUNTIMES", "RUNTIMES", "TRTLLM_RUNTIMES", "Runtime", "Session",
-           "SessionRuntime"]
+__all__ = ["KV_CACHES", "MODEL_RUNTIMES", "PROB_RUNTIMES", "RUNTIMES", "TRTLLM_RUNTIMES",
+           "Runtime", "Session", "SessionRuntime"]
 
 #: The runtime names a service can be configured with (the one list of them).
 RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
@@ -46,6 +46,9 @@ RUNTIMES = ("deterministic", "torch", "trtllm-engine", "trtllm-pytorch")
 MODEL_RUNTIMES = RUNTIMES[1:]
 #: The runtimes that need TensorRT-LLM.
 TRTLLM_RUNTIMES = ("trtllm-engine", "trtllm-pytorch")
+#: Runtimes that report the probability of each token they write (``emitted_probs``, read
+#: into Stats.min_token_prob); the TensorRT-LLM runtimes return token ids only.
+PROB_RUNTIMES = ("torch",)
 #: The KV caches the torch runtime can run a session over (see ``torch`` and
 #: ``torch_static``).
 #: ``auto``: ``static`` on CUDA (passes replayed from CUDA graphs: measured on an H100 at
