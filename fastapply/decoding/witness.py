@@ -41,13 +41,17 @@ POLICIES: dict[str, str] = {
                                      "is certain and reads it otherwise",
     "certain_or_agree": "the deterministic merge when it is certain; where it is unsure, "
                         "its reading only when the model wrote the same file",
+    "certain_or_confident_agree": "as certain_or_agree, but an unsure merge only where the "
+                                  "model wrote the same file with its lowest token "
+                                  "probability reaching the threshold",
     "certain_unless_confident_disagree": "as certain_or_agree, but a certain deterministic "
                                          "merge the model confidently reads otherwise is "
                                          "refused",
 }
 #: Policies whose answer turns on how sure the model is (its lowest token probability):
 #: they need a runtime that reports the probability of each token it writes.
-NEEDS_PROBS = frozenset({"confident", "agree_or_confident", "certain_unless_confident_disagree"})
+NEEDS_PROBS = frozenset({"confident", "agree_or_confident", "certain_or_confident_agree",
+                         "certain_unless_confident_disagree"})
 #: Why a file the two readings part on is refused.
 READ_DIFFERENTLY = "the model and the deterministic merge read the snippet differently"
 #: The shipped policy and its threshold (chosen on the validation split).
@@ -153,7 +157,7 @@ def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
     certain = det.text is not None and det.certain
     if certain and policy == "agree_or_exact" and exact_format:
         return Decision(True, det.text or "", "deterministic-exact")
-    if certain and (policy == "certain_or_agree" or (
+    if certain and (policy in ("certain_or_agree", "certain_or_confident_agree") or (
             policy == "certain_unless_confident_disagree"
             and (model_text is None or model_text == det.text or not confident))):
         return Decision(True, det.text or "", "deterministic-certain")
@@ -161,6 +165,12 @@ def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
         return Decision(False, message="the model did not finish the file")
     if policy == "model":
         return Decision(True, model_text, "model")
+    if agree and policy == "certain_or_confident_agree" and not confident:
+        # the model wrote the unsure merge's file, but was unsure itself somewhere in it
+        return Decision(False, message=f"the model wrote the deterministic merge's file but "
+                                       f"was unsure (lowest token probability "
+                                       f"{min_prob:.2f} < {threshold}); nothing was merged: "
+                                       f"{det.error}")
     if agree:
         return Decision(True, model_text, "agree")
     if policy == "confident" and confident:
@@ -231,6 +241,7 @@ def plan(policy: str, det: Reading) -> Plan:
     certain = det.text is not None and det.certain
     if certain:
         served = {"deterministic": "deterministic", "certain_or_agree": "deterministic-certain",
+                  "certain_or_confident_agree": "deterministic-certain",
                   "agree_or_exact": "deterministic-exact" if det.exact_format else ""}
         if served.get(policy):
             return Plan(SKIP, Decision(True, det.text or "", served[policy]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fastapply.decoding.witness import (
+    DEFAULT_THRESHOLD,
     POLICIES,
     SKIP,
     UNTIL_PARTING,
@@ -49,6 +50,13 @@ def test_confidence_policies_follow_the_threshold() -> None:
     assert decide("agree_or_confident", TRUE, 0.9, unsure, False, threshold=0.5).serve
     assert not decide("agree_or_confident", TRUE, 0.4, unsure, False, threshold=0.5).serve
     assert not decide("confident", TRUE, 0.4, unsure, False, threshold=0.5).serve
+    # an unsure merge the model wrote too: served only where the model was sure
+    tie = Reading(TRUE, False, "its anchors match equally well at lines 2 and 9")
+    assert decide("certain_or_confident_agree", TRUE, 0.9, tie, False, threshold=0.5).serve
+    doubt = decide("certain_or_confident_agree", TRUE, 0.4, tie, False, threshold=0.5)
+    assert not doubt.serve and "lowest token probability 0.40 < 0.5" in doubt.message
+    assert "match equally well at lines 2 and 9" in doubt.message
+    assert decide("certain_or_agree", TRUE, 0.4, tie, False, threshold=0.5).serve
     refused = decide("agree", TRUE, 0.9, unsure, False)
     assert "deterministic merge refused" in refused.message
 
@@ -86,6 +94,7 @@ PLANS = {
     "agree_or_confident": ("to_end", "to_end", "until_parting", "until_parting"),
     "model_unless_certain_disagree": ("to_end", "to_end", "until_parting", "until_parting"),
     "certain_or_agree": ("refuse", "until_parting", "serve", "serve"),
+    "certain_or_confident_agree": ("refuse", "until_parting", "serve", "serve"),
     "certain_unless_confident_disagree": ("refuse", "until_parting", "to_end", "to_end"),
 }
 
@@ -116,9 +125,10 @@ def test_a_plan_agrees_with_decide_on_whatever_the_model_writes(policy: str) -> 
                     assert (d.serve, d.text) == (p.decided.serve, p.decided.text), state
             if not p.decided.serve:
                 assert "nothing was merged" in p.decided.message
-        elif p.model == UNTIL_PARTING:  # served exactly when the model writes det.text
-            for (m, _), d in outcomes.items():
-                assert d.serve == (m is not None and m == det.text), (state, m)
+        elif p.model == UNTIL_PARTING:  # served only when the model writes det.text
+            for (m, prob), d in outcomes.items():
+                sure = policy != "certain_or_confident_agree" or prob >= DEFAULT_THRESHOLD
+                assert d.serve == (m is not None and m == det.text and sure), (state, m)
         else:  # the model's output or its probability changes the answer
             assert len({(d.serve, d.text) for (m, _), d in outcomes.items()
                         if m is not None}) > 1, state
