@@ -157,12 +157,16 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fastapply-repo-") as tmp:
         from fastapply.model.base import BaseModelError
+        from fastapply.server.model_repo import RenderError
 
         try:
             repo = args.model_repository or render_for(args, Path(tmp))
         except BaseModelError as exc:
             print(f"fastapply serve: {exc}; or serve without a model: --runtime "
                   f"deterministic", file=sys.stderr)
+            return 2
+        except RenderError as exc:  # a setting the service refuses (a policy, a budget)
+            print(f"fastapply serve: {exc}", file=sys.stderr)
             return 2
         admin_key = os.environ.get(ADMIN_KEY_ENV) or None
         try:

@@ -363,6 +363,22 @@ def test_serve_refuses_bad_numbers_before_it_starts(option: str, value: str,
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("--runtime", "deterministic", "--witness-budget-s", "-1"),
+     "witness_budget_s must be a number of seconds >= 0"),
+    (("--runtime", "trtllm-engine", "--engine", ".", "--policy", "confident"),
+     "policy 'confident' decides by the model's token probabilities, which runtime "
+     "'trtllm-engine' does not report"),
+])
+def test_serve_refuses_settings_the_service_refuses_with_their_reason(
+        args: tuple[str, ...], message: str) -> None:
+    # these were a RenderError traceback from the model repository's rendering
+    done = subprocess.run([sys.executable, "-m", "fastapply", "serve", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"fastapply serve: {message}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.server
 def test_a_signal_while_the_model_loads_stops_serve_at_once() -> None:
     # serve waited for the model to be ready (minutes for a large one) before it looked
