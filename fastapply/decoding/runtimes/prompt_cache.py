@@ -153,14 +153,9 @@ class PromptCache:
         first output token); ``(None, 0)`` when no entry shares a token or reusing the
         shared tokens would not pay (:func:`reuse_pays`)."""
         with self._lock:
-            best, best_n = None, 0
-            for entry in reversed(self._entries.values()):  # most recent first on ties
-                n = common_prefix_len(entry.ids, ids)
-                if n > best_n:
-                    best, best_n = entry, n
-            best_n = min(best_n, len(ids) - 1)
+            best, best_n = self._best(ids)
             self.counts.lookups += 1
-            if best is None or best_n <= 0 or not reuse_pays(best_n, len(ids), self.pair_cost):
+            if best is None:
                 return None, 0
             self._entries.move_to_end(tuple(best.ids))
             self.counts.hits += 1
@@ -171,10 +166,19 @@ class PromptCache:
         """How many of ``ids`` :meth:`lookup` would reuse now, without counting a lookup
         or reordering the entries."""
         with self._lock:
-            best_n = max((common_prefix_len(e.ids, ids) for e in self._entries.values()),
-                         default=0)
+            return self._best(ids)[1]
+
+    def _best(self, ids: list[int]) -> tuple[PromptEntry | None, int]:
+        """What :meth:`lookup` returns, without its bookkeeping (the lock held)."""
+        best, best_n = None, 0
+        for entry in reversed(self._entries.values()):  # most recent first on ties
+            n = common_prefix_len(entry.ids, ids)
+            if n > best_n:
+                best, best_n = entry, n
         best_n = min(best_n, len(ids) - 1)
-        return best_n if best_n > 0 and reuse_pays(best_n, len(ids), self.pair_cost) else 0
+        if best is None or best_n <= 0 or not reuse_pays(best_n, len(ids), self.pair_cost):
+            return None, 0
+        return best, best_n
 
     def store(self, ids: list[int], layers: list[tuple[Any, Any]]) -> bool:
         """Keep ``ids``'s per-layer tensors (which nobody may write to afterwards) as the
