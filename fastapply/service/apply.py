@@ -228,7 +228,7 @@ class FastApplyService:
             gen = runtime.generate(request, on_tokens=on_tokens)
         except ContextLimitError as exc:
             raise InvalidRequest(str(exc)) from None
-        self.seen_ms_per_token = observed_ms_per_token(gen.stats) or self.seen_ms_per_token
+        self.note_prompt_cost(gen.stats)
         text_stream.flush()
         tail = extractor.finish(text_stream.text)
         if tail and on_delta is not None:
@@ -248,6 +248,11 @@ class FastApplyService:
                 f"code); nothing was merged: show the lines that marker stands for, or send "
                 f"the change as SEARCH/REPLACE blocks", result)
         return self._witness(reading, result, streamed=on_delta is not None)
+
+    def note_prompt_cost(self, stats: Stats) -> None:
+        """Keep the cost of a prompt token a finished generation saw, where it tells one
+        (the witness budget's prediction, fastapply.service.budget)."""
+        self.seen_ms_per_token = observed_ms_per_token(stats) or self.seen_ms_per_token
 
     @staticmethod
     def _decided(decision: Decision, on_delta: Callable[[str], None] | None) -> ApplyResult:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapply.merge.windows import NoWindows, WindowTask, window_tasks
 from fastapply.metrics import Stats
-from fastapply.service.budget import late_prefill_s, observed_ms_per_token, over_budget
+from fastapply.service.budget import late_prefill_s, over_budget
 from fastapply.service.inputs import InvalidRequest
 from fastapply.service.results import ApplyResult, Refused
 
@@ -166,7 +166,7 @@ def _one_window(service: Any, task: WindowTask, instruction: str | None,
         _add(total, None, passes, len(prompt_ids))
         raise Refused(_refusal(watch, first_line, w, task),
                       ApplyResult(watch.text, _parted(total))) from None
-    service.seen_ms_per_token = observed_ms_per_token(gen.stats) or service.seen_ms_per_token
+    service.note_prompt_cost(gen.stats)
     stream.flush()
     tail = extractor.finish(stream.text)
     alive = watch.feed(tail) if tail else True
