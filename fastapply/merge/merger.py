@@ -24,13 +24,7 @@ from fastapply.merge.text import (
     inner,
     kept_lines,
 )
-
-#: A snippet without markers as long as half the file, that ends as the file does, is the
-#: whole file if its first line is the file's or one of the next EDGE_LINES non-blank
-#: lines (the lines before it were removed; likewise at the end).
-EDGE_LINES = 3
-#: ... or, edited at both ends, if it is at least 1/WHOLE of the file's length.
-WHOLE = 1.1
+from fastapply.merge.whole import looks_whole, top_fragment
 
 
 @dataclass(frozen=True)
@@ -129,7 +123,7 @@ class _Merger:
                                f"into the new file as they are; send only the edit")
             return
         implied = not hunk.marker_before and not hunk.marker_after and \
-            not self._whole_file(seg)
+            not looks_whole(seg, self.orig, self.eof)
         if implied:  # No marker anywhere and not the whole file: an anchored fragment.
             hunk = replace(hunk, marker_before=True, marker_after=True)
         p, loose, misfit = self._place(seg, hunk)
@@ -175,7 +169,7 @@ class _Merger:
             if (i1 == len(seg) - 1) != ((hunk.number, "after") in self.edge_flips):
                 end = last
             self.edge_choices.append((hunk.number, "after"))
-        if implied and self._top_fragment(seg, p.pairs, end):
+        if implied and top_fragment(seg, self.orig, self.eof, p.pairs, end):
             # as long as half the file and from its first line: the whole new file, cut
             # short (the rest removed), or its first part (the rest kept)?
             self.unsure(end + 1, f"{hunk.label}: no marker comes before or after it, and it "
@@ -364,55 +358,6 @@ class _Merger:
                 break
         self._placed[(hunk, self.pos, context)] = best, best_loose
         return best, best_loose
-
-    def _whole_file(self, seg: list[str]) -> bool:
-        """Does a snippet without markers look like the whole new file?
-
-        Yes when its first and last non-blank lines are the file's (loosely), when it is
-        at least as long as the file, or when it is at least half as long, one of its
-        ends is the file's (indentation included) and its other end is a line the file
-        lacks or has only within EDGE_LINES non-blank lines of that end (a whole file
-        edited in its first or last lines, not a block that ends the file); also when
-        neither end is the file's but both are such lines and it is nearly as long as the
-        file (1/WHOLE of it: a whole file edited at both ends, less a few lines);
-        otherwise it is a fragment anchored where its lines match.
-        """
-        ends = [s.strip() for s in seg if s.strip()]
-        file_ends = [s.strip() for s in self.orig if s.strip()]
-        if len(seg) >= self.eof or not ends or not file_ends:
-            return True
-        first, last = ends[0] == file_ends[0], ends[-1] == file_ends[-1]
-        if first and last:
-            return True
-        exact = [s.rstrip() for s in seg if s.strip()]
-        file_exact = [s.rstrip() for s in self.orig if s.strip()]
-        first, last = exact[0] == file_exact[0], exact[-1] == file_exact[-1]
-        if 2 * len(seg) < self.eof:
-            return False
-
-        def near(line: str, lines: list[str]) -> bool:  # lines from the end it is at
-            return line not in lines or lines.index(line) <= EDGE_LINES
-
-        if first or last:
-            return near(ends[-1], file_ends[::-1]) if first else near(ends[0], file_ends)
-        return WHOLE * len(seg) >= self.eof and near(ends[0], file_ends) and \
-            near(ends[-1], file_ends[::-1])
-
-    def _top_fragment(self, seg: list[str], pairs: tuple[tuple[int, int], ...],
-                      end: int) -> bool:
-        """Is a snippet without markers, placed to end at ``end``, one that starts with
-        the file's first line, is at least half as long as the file and ends on a line
-        found once in the file, before more lines? (Read as the file's first part, or as
-        the whole new file with its end removed: its text fits both.)"""
-        ends = [s.rstrip() for s in seg if s.strip()]
-        lines = [s.rstrip() for s in self.orig[:self.eof] if s.strip()]
-        if not ends or not lines or ends[0] != lines[0] or ends[-1] == lines[-1] or \
-                2 * len(ends) < len(lines) or not pairs or lines.count(ends[-1]) != 1:
-            return False
-        i, j = pairs[-1]
-        if seg[i].rstrip() != ends[-1] or self.orig[j].rstrip() != ends[-1]:
-            return False
-        return any(s.strip() for s in self.orig[end:self.eof])
 
     def _unplaced(self, seg: list[str], hunk: Hunk) -> None:
         """No line of the segment is in the original: whole new file, or inserted."""

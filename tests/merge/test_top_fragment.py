@@ -1,5 +1,5 @@
 """A snippet without markers, from the file's first line, as long as half the file, that
-ends on a line found mid-file (merge/merger.py:_top_fragment).
+ends on a line found mid-file (merge/whole.py:top_fragment).
 
 Reduced from ``go-chi/chi@84049128eb:chi.go`` of the validation split: an agent wrote the
 whole new file, which ends where the commit removed the old file's last functions. The
