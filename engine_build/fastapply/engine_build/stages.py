@@ -84,11 +84,15 @@ def resolve_model_dir(value: str | None) -> Path:
         from fastapply.model.tiny import ensure_tiny_model
 
         return ensure_tiny_model()
-    if value == "smollm2-base":
+    from fastapply.model.bases import BASES
+
+    if value == "smollm2-base":  # the name before bases were named
+        value = "smollm2-135m"
+    if value in BASES:
         from fastapply.model.base import BaseModelError, base_checkpoint
 
         try:
-            return base_checkpoint(quiet=False)
+            return base_checkpoint(quiet=False, name=value)
         except BaseModelError as exc:
             raise BuildError(str(exc)) from None
     return Path(value)
