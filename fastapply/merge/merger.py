@@ -24,7 +24,7 @@ from fastapply.merge.text import (
     inner,
     kept_lines,
 )
-from fastapply.merge.whole import looks_whole, top_fragment
+from fastapply.merge.whole import header_left_out, looks_whole, top_fragment
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,8 @@ class _Merger:
                 p = p.alternative
         (start, first), (last, end) = p.start, p.end
         i0, i1 = p.pairs[0][0], p.pairs[-1][0]
-        if start < first and (i0 == 0 or first - start > max(3, 2 * i0)) and \
+        if start < first and (i0 == 0 or first - start > max(3, 2 * i0)
+                              or header_left_out(self.orig[start:first], seg[:i0])) and \
                 not self._moved(start, first):
             # lines disputed from the file's first line: a window of them cannot show the
             # model that the file starts there, so the whole file is witnessed
@@ -154,7 +155,8 @@ class _Merger:
                 start = first
             self.edge_choices.append((hunk.number, "before"))
         if last < min(end, self.eof) and \
-                (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))) and \
+                (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))
+                 or header_left_out(self.orig[last:end], seg[i1 + 1:])) and \
                 not self._moved(last, end):
             local = end < len(self.orig)  # to the file's last line: the whole file decides
             if i1 == len(seg) - 1:

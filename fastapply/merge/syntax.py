@@ -32,6 +32,11 @@ _MARKER_RE = re.compile(
     rf"(?:{_COMMENT_CLOSE})?\s*$"
 )
 _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
+
+
+def is_commented(line: str) -> bool:
+    """Does ``line`` open with a comment (``#``, ``//``, ``/*``, ``<!--``, ``--``, ...)?"""
+    return _COMMENTED_RE.match(line) is not None
 #: Block markers: a run of 3 or more of one character (7 is the norm; models write others).
 #: (A start marker may carry the line to look at, ``SEARCH (12)``, as Roo-Code's older
 #: format did, or a stray ``>``.)
@@ -87,7 +92,7 @@ def is_marker(line: str) -> bool:
     if not words:
         return True  # "...", "// ...", "<!-- ... -->"
     # "... rest" without a comment could be code (spread syntax); with one it is a marker.
-    return _COMMENTED_RE.match(line) is not None
+    return is_commented(line)
 
 
 def copied_markers(output: str, original: str, snippet: str) -> list[tuple[int, str]]:

@@ -10,12 +10,20 @@ and ends with a line the file lacks is the whole new file edited at its end
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+
+from fastapply.merge.syntax import is_commented
+
 #: A snippet without markers as long as half the file, that ends as the file does, is the
 #: whole file if its first line is the file's or one of the next EDGE_LINES non-blank
 #: lines (the lines before it were removed; likewise at the end).
 EDGE_LINES = 3
 #: ... or, edited at both ends, if it is at least 1/WHOLE of the file's length.
 WHOLE = 1.1
+#: An original line is an edit of a new line when their similarity (difflib's ratio of the
+#: stripped lines) is at least this.
+ALIKE = 0.5
 
 
 def _nonblank(lines: list[str], strip: bool) -> list[str]:
@@ -70,3 +78,25 @@ def top_fragment(seg: list[str], orig: list[str], eof: int,
     if seg[i].rstrip() != ends[-1] or orig[j].rstrip() != ends[-1]:
         return False
     return any(s.strip() for s in orig[end:eof])
+
+
+def header_left_out(old: Sequence[str], new: Sequence[str]) -> bool:
+    """Are the original lines that a segment's new edge lines would replace, at an edge with
+    no marker, only comments (and blank lines) unlike every one of those new lines? A magic
+    comment, a shebang or a licence header is what a snippet leaves out, not what it
+    rewrites: such a replacement is a guess. (Code replaced there, or a comment rewritten
+    into a like one, reads as the edit the snippet shows.)
+
+    >>> header_left_out(["# -*- coding: utf-8 -*-", ""], ["import re"])
+    True
+    >>> header_left_out(["# encoding: utf-8", "require 'helper'"], ["require_relative 'x'"])
+    False
+    >>> header_left_out(["# Copyright 2020 Ann"], ["# Copyright 2024 Ann"])
+    False
+    """
+    olds = [a.strip() for a in old if a.strip()]
+    if not olds or not all(is_commented(a) for a in olds):
+        return False
+    news = [b.strip() for b in new if b.strip()]
+    return not any(difflib.SequenceMatcher(None, a, b).ratio() >= ALIKE
+                   for a in olds for b in news)
