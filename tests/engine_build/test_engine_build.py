@@ -76,7 +76,7 @@ def test_the_default_profile_is_the_embedded_default_models_whichever_base_it_ha
 
     profile = load_profile("default")
     assert profile.name == DEFAULT_BASE and profile.adapter_dir == "default"
-    assert profile.model_dir in (*BASES, "smollm2-base")
+    assert profile.model_dir in BASES
 
 
 def test_profile_errors(tmp_path: Path) -> None:
@@ -606,7 +606,7 @@ def test_the_default_model_profile_reads_the_base_and_the_shipped_adapter() -> N
     from fastapply.model.default import ADAPTER_DIR
 
     profile = load_profile("smollm2-135m")
-    assert profile.model_dir == "smollm2-base" and profile.runtime == "trtllm-engine"
+    assert profile.model_dir == "smollm2-135m" and profile.runtime == "trtllm-engine"
     assert profile.max_seq_len == 8192  # the model's context
     assert resolve_adapter_dir(profile.adapter_dir) == str(ADAPTER_DIR)
     assert resolve_adapter_dir("/x/adapter") == "/x/adapter"
