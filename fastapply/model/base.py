@@ -154,6 +154,9 @@ def base_checkpoint(out: Path | None = None, force: bool = False, quiet: bool = 
     """
     base = get_base(name)
     out = out or cache_dir() / base.checkpoint
+    if gguf is not None and not gguf.is_file():  # said even where the checkpoint is cached
+        raise BaseModelError(f"{gguf}: no such file (--gguf takes the {base.gguf_name} "
+                             "you already have)")
     if is_built(out) and not force:
         return out
     if not quiet:

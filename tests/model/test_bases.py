@@ -118,6 +118,13 @@ def test_a_gguf_the_user_has_is_checked_against_the_same_size_and_digest(
         base_mod.verified_gguf(base, gguf=mine)
     with pytest.raises(base_mod.BaseModelError, match="no such file"):
         base_mod.verified_gguf(base, gguf=tmp_path / "absent.gguf")
+    monkeypatch.setitem(BASES, "fake", base)
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / base_mod.DONE_FILE).write_text("{}")
+    (built / "model.safetensors").write_bytes(b"")
+    with pytest.raises(base_mod.BaseModelError, match=r"absent\.gguf: no such file"):
+        base_mod.base_checkpoint(built, name="fake", gguf=tmp_path / "absent.gguf")
 
 
 def test_one_file_bases_are_hashed_where_they_lie(tmp_path: Path,
