@@ -156,7 +156,7 @@ class _Merger:
             self.edge_choices.append((hunk.number, "before"))
         if last < min(end, self.eof) and \
                 (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))
-                 or header_left_out(self.orig[last:end], seg[i1 + 1:])) and \
+                 or header_left_out(self.orig[last:end], seg[i1 + 1:], top=False)) and \
                 not self._moved(last, end):
             local = end < len(self.orig)  # to the file's last line: the whole file decides
             if i1 == len(seg) - 1:

@@ -24,6 +24,9 @@ WHOLE = 1.1
 #: An original line is an edit of a new line when their similarity (difflib's ratio of the
 #: stripped lines) is at least this.
 ALIKE = 0.5
+#: Original lines at most, and characters of a line, that header_left_out compares.
+HEADER_LINES = 10
+ALIKE_CHARS = 200
 
 
 def _nonblank(lines: list[str], strip: bool) -> list[str]:
@@ -80,12 +83,16 @@ def top_fragment(seg: list[str], orig: list[str], eof: int,
     return any(s.strip() for s in orig[end:eof])
 
 
-def header_left_out(old: Sequence[str], new: Sequence[str]) -> bool:
+def header_left_out(old: Sequence[str], new: Sequence[str], top: bool = True) -> bool:
     """Are the original lines that a segment's new edge lines would replace, at an edge with
     no marker, only comments (and blank lines) unlike every one of those new lines? A magic
     comment, a shebang or a licence header is what a snippet leaves out, not what it
     rewrites: such a replacement is a guess. (Code replaced there, or a comment rewritten
-    into a like one, reads as the edit the snippet shows.)
+    into a like one, reads as the edit the snippet shows.) ``top``: the edge is the
+    segment's first (else its last); the new lines nearest the file's edge are compared.
+
+    Bounded work on any input: at most HEADER_LINES original lines (a longer run is no
+    header), 2 * HEADER_LINES new lines, each cut to ALIKE_CHARS characters.
 
     >>> header_left_out(["# -*- coding: utf-8 -*-", ""], ["import re"])
     True
@@ -93,10 +100,18 @@ def header_left_out(old: Sequence[str], new: Sequence[str]) -> bool:
     False
     >>> header_left_out(["# Copyright 2020 Ann"], ["# Copyright 2024 Ann"])
     False
+    >>> header_left_out(["# x"] * 11, ["import re"])  # a run this long is no header
+    False
     """
-    olds = [a.strip() for a in old if a.strip()]
-    if not olds or not all(is_commented(a) for a in olds):
+    olds = [a.strip()[:ALIKE_CHARS] for a in old if a.strip()]
+    if not olds or len(olds) > HEADER_LINES or not all(is_commented(a) for a in olds):
         return False
-    news = [b.strip() for b in new if b.strip()]
-    return not any(difflib.SequenceMatcher(None, a, b).ratio() >= ALIKE
-                   for a in olds for b in news)
+    news = [b.strip()[:ALIKE_CHARS] for b in new if b.strip()]
+    news = news[:2 * HEADER_LINES] if top else news[-2 * HEADER_LINES:]
+    return not any(_alike(a, b) for a in olds for b in news)
+
+
+def _alike(a: str, b: str) -> bool:
+    """difflib's ratio of the two lines is at least ALIKE (cheap upper bounds first)."""
+    m = difflib.SequenceMatcher(None, a, b)
+    return m.real_quick_ratio() >= ALIKE and m.quick_ratio() >= ALIKE and m.ratio() >= ALIKE
