@@ -25,6 +25,7 @@ from typing import Any
 #: one H200; whole files run to 8,192 tokens, so a quarter as many examples (about the
 #: same tokens a batch: ~0.6 MB of bf16 activations a token, ~40 GB; estimated, not yet
 #: run on a GPU with whole files; ``--gradient-checkpointing`` where memory is short).
+#: Qwen2.5-Coder-0.5B took 4 a batch of <= 4,096 tokens on an H100 (64 GB held, 11k tokens/s).
 GPU_BATCH = 8
 
 #: The linear layers LoRA adapts (every one of a Llama block).
@@ -51,8 +52,8 @@ class TrainConfig:
     #: examples per device batch (0: 1 on a CPU, GPU_BATCH on CUDA); batches of more than one
     #: are grouped by length, so one batch holds examples of about one length
     batch_size: int = 0
-    #: "float32", "bf16" (autocast) or "auto": bf16 on CUDA and on CPUs with bf16
-    #: instructions (AMX / avx512_bf16), where it was measured to keep the loss curve
+    #: "float32", "bf16" (autocast over float32 weights) or "auto": bf16 on CUDA and on CPUs
+    #: with bf16 instructions (AMX / avx512_bf16), where it was measured to keep the loss curve
     precision: str = "auto"
     #: recompute activations in the backward pass (long examples in large batches on a GPU)
     gradient_checkpointing: bool = False
@@ -122,6 +123,46 @@ def load_rows(tokenizer: Any, path: Path, max_tokens: int
                          "lines": ex["original"].count("\n"), "tokens": len(ids),
                          "answer_tokens": sum(1 for x in labels if x != -100)})
     return rows, skipped, kept
+
+
+class TrainingDiverged(RuntimeError):
+    """A weight that trains stopped being finite: the run stopped without writing it."""
+
+    def __init__(self, step: int, last: Path | None, precision: str) -> None:
+        self.step = step
+        hint = "" if precision == "float32" else "--precision float32, or "
+        where = (f"the last checkpoint, {last}, was saved before it" if last is not None
+                 else "no checkpoint was saved before it")
+        super().__init__(
+            f"training diverged at step {step}: a trained weight is NaN or infinite, so no "
+            f"adapter or checkpoint was written from it ({where}); run again with {hint}"
+            f"a lower --learning-rate")
+
+
+def _finite_guard(model: Any) -> Any:
+    """A callback that stops the run at the first step whose update left a trainable weight
+    NaN or infinite, and keeps that step from being saved (one NaN batch under bf16 turns
+    every weight NaN, and every later checkpoint with it)."""
+    import torch
+    from transformers import TrainerCallback
+
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    class FiniteGuard(TrainerCallback):
+        diverged_at: int | None = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+            with torch.no_grad():
+                finite = all(bool(torch.isfinite(p).all()) for p in params)
+            if not finite:
+                self.diverged_at = state.global_step
+                print(f"step {state.global_step}: a trained weight is NaN or infinite; "
+                      "stopping without saving", flush=True)
+                control.should_save = False
+                control.should_training_stop = True
+            return control
+
+    return FiniteGuard()
 
 
 def _progress_callback(total_steps: int, log_path: Path, clock: Any) -> Any:
@@ -251,11 +292,10 @@ def train(cfg: TrainConfig) -> Path:
     figures = mix(kept)
     print(mix_table(figures), flush=True)
     (out / "mix.json").write_text(json.dumps(figures, indent=1) + "\n")
-    # bf16 on CUDA: the weights themselves (LoRA); on a CPU, and for every weight of a full
-    # fine-tune (small updates vanish in bf16 weights): float32 weights under autocast
-    dtype = torch.bfloat16 if bf16 and device.startswith("cuda") and not cfg.full \
-        else torch.float32
-    model = _model(cfg, base, dtype)
+    # float32 weights everywhere, bf16 only as autocast: a LoRA on Qwen2.5-Coder-0.5B whose
+    # base weights were bf16 on an H100 went to NaN at step ~55 (docs/model.md), and the
+    # float32 run of the same data did not, at the same 11k tokens/s
+    model = _model(cfg, base, torch.float32)
     args = TrainingArguments(
         output_dir=str(out), per_device_train_batch_size=cfg.batch_size,
         train_sampling_strategy="group_by_length" if cfg.batch_size > 1 else "random",
@@ -264,7 +304,8 @@ def train(cfg: TrainConfig) -> Path:
         logging_steps=cfg.log_steps, save_steps=cfg.save_steps, save_total_limit=2,
         seed=cfg.seed, data_seed=cfg.seed, report_to=[], disable_tqdm=True,
         dataloader_num_workers=0, include_num_input_tokens_seen=True,
-        use_cpu=not device.startswith("cuda"), bf16=bf16)
+        use_cpu=not device.startswith("cuda"), bf16=bf16,
+        logging_nan_inf_filter=False)  # a NaN loss is logged as NaN (the filter shows 0)
     resume = last_checkpoint(out)
     clock = Clock(cfg.max_minutes * 60, Clock.spent_in(resume))
 
@@ -277,14 +318,17 @@ def train(cfg: TrainConfig) -> Path:
                         step, cfg.warmup_steps, cfg.max_steps, clock.fraction()))
             return self.lr_scheduler
 
+    guard = _finite_guard(model)
     trainer = _Trainer(model=model, args=args, train_dataset=_Dataset(rows),
                        data_collator=_collate,
                        callbacks=[_progress_callback(cfg.max_steps, out / "train_log.jsonl",
-                                                     clock)])
+                                                     clock), guard])
     if resume is not None:
         print(f"resuming from {resume} ({clock.spent_before_s / 60:.1f} min spent)",
               flush=True)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if guard.diverged_at is not None:
+        raise TrainingDiverged(guard.diverged_at, last_checkpoint(out), cfg.precision)
     if cfg.full:
         whole = out / "model"
         model.save_pretrained(str(whole))
@@ -353,7 +397,7 @@ def run(args: Any) -> int:
 
     try:
         written = train(cfg)
-    except BaseModelError as exc:
+    except (BaseModelError, TrainingDiverged) as exc:
         print(f"fastapply train: {exc}", file=sys.stderr)
         return 2
     if cfg.full:

@@ -40,10 +40,24 @@ def _train(sft: Path, run: Path, model: Path, *extra: str) -> None:
                        "--grad-accum", "1", "--precision", "float32", *extra]) == 0
 
 
+class _TickingClock:
+    """The schedule's clock, advanced 50 ms each time it is read, so the
+    run's time budget runs out after the same steps on an idle or a loaded machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 0.05
+        return self.now
+
+
 def test_a_run_cut_by_its_time_limit_ends_annealed_and_a_resume_keeps_the_time_spent(
-        sft_file: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+        sft_file: Path, tiny_model_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("fastapply.model.schedule.time", _TickingClock())
     run = tmp_path / "run"
-    # 10,000 steps could not run in 4 seconds: the time limit ends the run
+    # 10,000 steps cannot run in 4.2 seconds of the schedule's clock: the time limit ends it
     _train(sft_file, run, tiny_model_dir, "--max-steps", "10000", "--max-minutes", "0.07")
     log = _log(run)
     assert 2 <= log[-1]["step"] < 10000
@@ -126,3 +140,28 @@ def test_full_fine_tuning_writes_a_whole_checkpoint_whose_weights_moved(
     after = load_file(str(run / "model" / "model.safetensors"))
     assert before.keys() == after.keys()
     assert any(not (before[k] == after[k]).all() for k in before)
+
+
+def test_a_run_whose_weights_go_nan_stops_there_and_writes_nothing_from_them(
+        sft_file: Path, tiny_model_dir: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # an absurd learning rate overflows the weights within a few steps, as one NaN batch did
+    # under bf16 on a GPU; the run must stop there, not anneal a NaN adapter and ship it
+    run = tmp_path / "run"
+    code = train_main([str(sft_file), "--out", str(run), "--base", str(tiny_model_dir),
+                       "--max-tokens", "600", "--save-steps", "1", "--log-steps", "1",
+                       "--warmup-steps", "0", "--grad-accum", "1", "--precision", "float32",
+                       "--max-steps", "30", "--learning-rate", "1e38"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "training diverged at step" in err and "--learning-rate" in err
+    step = int(err.split("training diverged at step ")[1].split(":")[0])
+    assert 1 <= step < 30
+    assert not (run / "adapter").exists()
+    saved = sorted(int(p.name.split("-")[1]) for p in run.glob("checkpoint-*"))
+    assert all(s < step for s in saved), (saved, step)
+    import torch
+    from safetensors.torch import load_file
+    for s in saved:  # what was saved before it is finite
+        weights = load_file(str(run / f"checkpoint-{s}" / "adapter_model.safetensors"))
+        assert all(bool(torch.isfinite(w).all()) for w in weights.values())
