@@ -25,14 +25,13 @@ from typing import Any
 
 from fastapply.engine_build import layout
 from fastapply.engine_build.errors import BuildError, ToolMissing
-from fastapply.engine_build.profile import CANDIDATES, RECIPES
+from fastapply.engine_build.profile import CANDIDATES, RECIPES, profile_names
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="PROFILE",
                    help="profile name (default: the embedded default model's, whichever "
-                        "base it has; smollm2-135m, qwen2.5-coder-1.5b, qwen2.5-coder-7b, "
-                        "llama-3.1-8b, tiny-cpu) or a profile YAML file")
+                        f"base it has; {', '.join(profile_names())}) or a profile YAML file")
     p.add_argument("--out", required=True, type=Path,
                    help="build root: each build goes to OUT/builds/KEY, the finished one is "
                         "published as OUT/current")
