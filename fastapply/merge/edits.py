@@ -59,6 +59,7 @@ from fastapply.merge.syntax import (
     Hunk,
     _split_lines,
     is_marker,
+    says_removed,
 )
 from fastapply.merge.udiff import (
     _bare_diff,
@@ -154,6 +155,13 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
             lazy = []
             i = _parse_udiff_hunk(lines, i, None, add, change)
             continue
+        if marker and (word := says_removed(line)):
+            raise EditError(
+                f"snippet line {i + 1}: the marker {line.strip()[:120]!r} says lines were "
+                f"{word}, but a marker keeps the original lines it stands for, so the "
+                f"snippet does not show which lines to remove; nothing was merged: show the "
+                f"unchanged lines on both sides of the removal with no marker between "
+                f"them, or send SEARCH/REPLACE blocks or a unified diff")
         if marker:
             flush_lazy(marker_after=True)
             marker_before = True

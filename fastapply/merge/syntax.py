@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["BLOCK_FORM", "BLOCK_MARKER", "SEPARATOR", "EditError", "EditPlan", "Hunk",
-           "copied_markers", "is_marker"]
+           "copied_markers", "is_marker", "says_removed"]
 
 
 class EditError(ValueError):
@@ -93,6 +93,32 @@ def is_marker(line: str) -> bool:
         return True  # "...", "// ...", "<!-- ... -->"
     # "... rest" without a comment could be code (spread syntax); with one it is a marker.
     return is_commented(line)
+
+
+#: Words of a marker that say the lines it stands for were taken out ("// ... removed the
+#: old handler ...", "<!-- ... section deleted ... -->"): a marker keeps lines, so such a
+#: snippet does not show which lines go (whole words: ``removedItems`` is a name).
+_REMOVAL_WORDS = re.compile(r"\b(?:removed|deleted|dropped|remove|delete)\b", re.IGNORECASE)
+
+
+def says_removed(line: str) -> str | None:
+    """How a marker line says its lines were removed ("removed", "deleted", "dropped"),
+    or None.
+
+    >>> says_removed("<!-- ... Legacy section removed ... -->"), says_removed("# ... DELETE x ...")
+    ('removed', 'deleted')
+    >>> says_removed("// ... existing code ...")
+    >>> says_removed("// ... removedItems handlers ..."), says_removed("x = removed  # ...")
+    (None, None)
+    """
+    m = _MARKER_RE.match(line)
+    if not m or not is_marker(line):
+        return None
+    found = _REMOVAL_WORDS.search(m.group("words") or "")
+    if not found:
+        return None
+    word = found.group(0).lower()
+    return word if word.endswith("d") else word + "d"
 
 
 def copied_markers(output: str, original: str, snippet: str) -> list[tuple[int, str]]:
