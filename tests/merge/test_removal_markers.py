@@ -2,9 +2,11 @@
 
 Issue 38 saw a Markdown marker stand for a 37-line block the commit deleted: the merge read
 the marker as markers are read (keep the lines it stands for), the model's window agreed,
-and the file was served with the block still in it. Coding agents write that kind of
-marker (``<!-- ... Legacy section removed ... -->``, ``// ... deleted the old handler ...``):
-it says lines go, but not which ones, and keeping them is the one reading it rules out. So
+and the file was served with the block still in it (that snippet is not here; what its
+marker said is not known). One way a marker stands for deleted lines is in its words,
+which coding agents write (``<!-- ... Legacy section removed ... -->``, ``// ... deleted the
+old handler ...``): it says lines go, but not which ones, and keeping them is the one reading
+it rules out. So
 such a snippet is refused at once, naming the line and what to send instead, under every
 runtime and policy; words inside names (``removedItems``) and markers that keep lines are
 read as before."""
