@@ -83,22 +83,26 @@ _BINARY = re.compile(r"^(?:GIT binary patch|Binary files .* differ)\s*$")
 _CONTEXT_DIFF = re.compile(r"^(?:\*\*\* \d+(?:,\d+)? \*\*\*\*|--- \d+(?:,\d+)? ----)\s*$")
 
 
-def is_marker(line: str) -> bool:
-    """Is this line a lazy-edit marker ("keep the original's lines here")?"""
+def _marker_words(line: str) -> str | None:
+    """The words of a marker line ("" for a bare one), or None if ``line`` is no marker."""
     m = _MARKER_RE.match(line)
     if not m:
-        return False
-    words = (m.group("words") or "").strip().lower()
-    if not words:
-        return True  # "...", "// ...", "<!-- ... -->"
+        return None
+    words = (m.group("words") or "").strip()
     # "... rest" without a comment could be code (spread syntax); with one it is a marker.
-    return is_commented(line)
+    return None if words and not is_commented(line) else words
+
+
+def is_marker(line: str) -> bool:
+    """Is this line a lazy-edit marker ("keep the original's lines here")?"""
+    return _marker_words(line) is not None
 
 
 #: Words of a marker that say the lines it stands for were taken out ("// ... removed the
 #: old handler ...", "<!-- ... section deleted ... -->"): a marker keeps lines, so such a
 #: snippet does not show which lines go (whole words: ``removedItems`` is a name).
 _REMOVAL_WORDS = re.compile(r"\b(?:removed|deleted|dropped|remove|delete)\b", re.IGNORECASE)
+_PAST = {"remove": "removed", "delete": "deleted"}
 
 
 def says_removed(line: str) -> str | None:
@@ -111,14 +115,11 @@ def says_removed(line: str) -> str | None:
     >>> says_removed("// ... removedItems handlers ..."), says_removed("x = removed  # ...")
     (None, None)
     """
-    m = _MARKER_RE.match(line)
-    if not m or not is_marker(line):
-        return None
-    found = _REMOVAL_WORDS.search(m.group("words") or "")
+    found = _REMOVAL_WORDS.search(_marker_words(line) or "")
     if not found:
         return None
     word = found.group(0).lower()
-    return word if word.endswith("d") else word + "d"
+    return _PAST.get(word, word)
 
 
 def copied_markers(output: str, original: str, snippet: str) -> list[tuple[int, str]]:
