@@ -6,14 +6,11 @@ and the file was served with the block still in it (that snippet is not here; wh
 marker said is not known). One way a marker stands for deleted lines is in its words,
 which coding agents write (``<!-- ... Legacy section removed ... -->``, ``// ... deleted the
 old handler ...``): it says lines go, but not which ones, and keeping them is the one reading
-it rules out. So
-such a snippet is refused at once, naming the line and what to send instead, under every
-runtime and policy; words inside names (``removedItems``) and markers that keep lines are
-read as before."""
+it rules out. So such a snippet is refused at once, naming the line and what to send
+instead, under every runtime and policy; words inside names (``removedItems``) and markers
+that keep lines are read as before."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 from conftest import TINY_SERVING
@@ -28,17 +25,17 @@ CODE = ("def a():\n    return 1\n\n\ndef old():\n    return 0\n\n\ndef b():\n   
         + "".join(f"x{i} = {i}\n" for i in range(20)))
 
 
-@pytest.mark.parametrize(("snippet", "line", "word"), [
-    (SNIPPET, 5, "removed"),
-    ("def a():\n    return 1\n\n\n# ... deleted old() ...\n\n\ndef b():\n    return 3\n"
-     "# ... existing code ...\n", 5, "deleted"),
-    ("def a():\n    return 1\n    # ... remove old() ...\ndef b():\n    return 3\n"
+@pytest.mark.parametrize(("original", "snippet", "line", "word"), [
+    (README, SNIPPET, 5, "removed"),
+    (CODE, "def a():\n    return 1\n\n\n# ... deleted old() ...\n\n\ndef b():\n"
+     "    return 3\n# ... existing code ...\n", 5, "deleted"),
+    (CODE, "def a():\n    return 1\n    # ... remove old() ...\ndef b():\n    return 3\n"
      "# ...\n", 3, "removed"),
-    ("// ... DROPPED the legacy paths ...\ndef b():\n    return 3\n# ...\n", 1, "dropped"),
+    (CODE, "// ... DROPPED the legacy paths ...\ndef b():\n    return 3\n# ...\n", 1,
+     "dropped"),
 ])
-def test_a_marker_that_says_lines_were_removed_is_refused(snippet: str, line: int,
-                                                          word: str) -> None:
-    original = README if snippet is SNIPPET else CODE
+def test_a_marker_that_says_lines_were_removed_is_refused(original: str, snippet: str,
+                                                          line: int, word: str) -> None:
     with pytest.raises(EditError, match=rf"snippet line {line}: the marker .* says lines "
                                         rf"were {word}, .* does not show which lines to "
                                         rf"remove; nothing was merged: .*SEARCH/REPLACE"):
@@ -76,6 +73,6 @@ def test_the_served_default_refuses_it_naming_the_marker() -> None:
     with pytest.raises(Refused, match=r"the deterministic merge refused it \(snippet line 5: "
                                       r"the marker '<!-- \.\.\. Legacy section removed"):
         served.apply(README, SNIPPET)
-    plain: Any = FastApplyService(ServiceConfig(runtime="deterministic"))
+    plain = FastApplyService(ServiceConfig(runtime="deterministic"))
     with pytest.raises(InvalidRequest, match=r"cannot be merged: snippet line 5: the marker"):
         plain.apply(README, SNIPPET)
