@@ -20,6 +20,9 @@ from fastapply.model.base import DONE_FILE, base_checkpoint, cache_dir, is_built
 
 #: The shipped adapter (``adapter_config.json`` + ``adapter_model.safetensors``).
 ADAPTER_DIR = Path(__file__).resolve().parent / "adapter"
+#: Adapters trained for other bases, one folder each with its card (``candidates/NAME``); a
+#: build profile names one as ``adapter_dir: shipped:NAME``.
+SHIPPED_ADAPTERS_DIR = Path(__file__).resolve().parent / "candidates"
 #: Prefix of the merged checkpoint's directory name; the adapter's hash follows it.
 MERGED_PREFIX = "smollm2-135m-fastapply-"
 

@@ -610,3 +610,36 @@ def test_the_default_model_profile_reads_the_base_and_the_shipped_adapter() -> N
     assert profile.max_seq_len == 8192  # the model's context
     assert resolve_adapter_dir(profile.adapter_dir) == str(ADAPTER_DIR)
     assert resolve_adapter_dir("/x/adapter") == "/x/adapter"
+
+
+def test_the_1_5b_profile_ships_an_adapter_shaped_for_its_base() -> None:
+    """``qwen2.5-coder-1.5b`` names the adapter shipped for it (the one that passed its FP8
+    check, with that check's recipe and data); every tensor fits Qwen2.5-Coder-1.5B (28 blocks,
+    hidden 1,536, MLP 8,960, 2 KV heads of 128), read from the safetensors header alone. A
+    shipped name without weights is refused, saying what to do."""
+    from safetensors import safe_open
+
+    from fastapply.engine_build.stages import resolve_adapter_dir
+
+    profile = load_profile("qwen2.5-coder-1.5b")
+    assert profile.quantization == "fp8-weights" and profile.verify.data == "validation"
+    shipped = resolve_adapter_dir(profile.adapter_dir)
+    assert shipped is not None
+    path = Path(shipped)
+    assert path.parent.name == "candidates" and (path / "README.md").is_file()
+    config = json.loads((path / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["r"] == 16
+    out = {"q_proj": 1536, "k_proj": 256, "v_proj": 256, "o_proj": 1536, "gate_proj": 8960,
+           "up_proj": 8960, "down_proj": 1536}
+    with safe_open(str(path / "adapter_model.safetensors"), "pt") as f:
+        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
+    assert len(shapes) == 28 * len(out) * 2
+    for layer in range(28):
+        for name, rows in out.items():
+            part = "mlp" if name in ("gate_proj", "up_proj", "down_proj") else "self_attn"
+            key = f"base_model.model.model.layers.{layer}.{part}.{name}"
+            cols = 8960 if name == "down_proj" else 1536
+            assert shapes[f"{key}.lora_A.weight"] == (16, cols)
+            assert shapes[f"{key}.lora_B.weight"] == (rows, 16)
+    with pytest.raises(BuildError, match=r"holds no adapter_model\.safetensors.*--adapter DIR"):
+        resolve_adapter_dir("shipped:qwen2.5-coder-7b")

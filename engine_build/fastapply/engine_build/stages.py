@@ -99,11 +99,21 @@ def resolve_model_dir(value: str | None) -> Path:
 
 
 def resolve_adapter_dir(value: str | None) -> str | None:
-    """"default": the LoRA adapter shipped in fastapply/model/adapter; else as given."""
+    """"default": the LoRA adapter shipped in fastapply/model/adapter; "shipped:NAME": the
+    one shipped in fastapply/model/candidates/NAME (refused where it holds no weights); else
+    as given."""
     if value == "default":
         from fastapply.model.default import ADAPTER_DIR
 
         return str(ADAPTER_DIR)
+    if value is not None and value.startswith("shipped:"):
+        from fastapply.model.default import SHIPPED_ADAPTERS_DIR
+
+        path = SHIPPED_ADAPTERS_DIR / value.removeprefix("shipped:")
+        if not (path / "adapter_model.safetensors").is_file():
+            raise BuildError(f"adapter {value!r}: {path} holds no adapter_model.safetensors; "
+                             "reinstall fastapply, or pass --adapter DIR (or --no-adapter)")
+        return str(path)
     return value
 
 
