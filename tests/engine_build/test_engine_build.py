@@ -614,11 +614,10 @@ def test_the_default_model_profile_reads_the_base_and_the_shipped_adapter() -> N
 
 def test_the_1_5b_profile_ships_an_adapter_shaped_for_its_base() -> None:
     """``qwen2.5-coder-1.5b`` names the adapter shipped for it (the one that passed its FP8
-    check, with that check's recipe and data); every tensor fits Qwen2.5-Coder-1.5B (28 blocks,
-    hidden 1,536, MLP 8,960, 2 KV heads of 128), read from the safetensors header alone. A
-    shipped name without weights is refused, saying what to do."""
-    from safetensors import safe_open
-
+    check, with that check's recipe and data); the build's own adapter check passes it against
+    Qwen2.5-Coder-1.5B's published config, and it has a LoRA pair for each of the 7
+    projections of all 28 blocks. A shipped name without weights is refused, saying what to do."""
+    from fastapply.engine_build.checks import check_adapter, safetensors_shapes
     from fastapply.engine_build.stages import resolve_adapter_dir
 
     profile = load_profile("qwen2.5-coder-1.5b")
@@ -627,19 +626,12 @@ def test_the_1_5b_profile_ships_an_adapter_shaped_for_its_base() -> None:
     assert shipped is not None
     path = Path(shipped)
     assert path.parent.name == "candidates" and (path / "README.md").is_file()
-    config = json.loads((path / "adapter_config.json").read_text())
+    qwen_1_5b = {"hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 2,
+                 "intermediate_size": 8960, "num_hidden_layers": 28}
+    config = check_adapter(path, qwen_1_5b, "qwen2.5-coder-1.5b")
     assert config["peft_type"] == "LORA" and config["r"] == 16
-    out = {"q_proj": 1536, "k_proj": 256, "v_proj": 256, "o_proj": 1536, "gate_proj": 8960,
-           "up_proj": 8960, "down_proj": 1536}
-    with safe_open(str(path / "adapter_model.safetensors"), "pt") as f:
-        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
-    assert len(shapes) == 28 * len(out) * 2
-    for layer in range(28):
-        for name, rows in out.items():
-            part = "mlp" if name in ("gate_proj", "up_proj", "down_proj") else "self_attn"
-            key = f"base_model.model.model.layers.{layer}.{part}.{name}"
-            cols = 8960 if name == "down_proj" else 1536
-            assert shapes[f"{key}.lora_A.weight"] == (16, cols)
-            assert shapes[f"{key}.lora_B.weight"] == (rows, 16)
+    assert len(safetensors_shapes(path / "adapter_model.safetensors")) == 28 * 7 * 2
+    with pytest.raises(BuildError, match="does not fit the model"):  # the check can fail
+        check_adapter(path, {**qwen_1_5b, "hidden_size": 896}, "qwen2.5-coder-0.5b")
     with pytest.raises(BuildError, match=r"holds no adapter_model\.safetensors.*--adapter DIR"):
         resolve_adapter_dir("shipped:qwen2.5-coder-7b")
