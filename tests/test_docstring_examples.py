@@ -25,6 +25,7 @@ MODULES = [
     "fastapply.decoding.witness", "fastapply.service.inputs",
     "fastapply.engine_build.reading", "fastapply.engine_build.verify",
     "fastapply.engine_build.verify_run", "fastapply.merge.edges", "fastapply.service.budget",
+    "fastapply.bench.served",
 ]
 
 

@@ -1,4 +1,4 @@
-"""``python -m fastapply.bench {drafting,merge,decoders,ttft,quality,serve,...} ...``
+"""``python -m fastapply.bench {drafting,merge,decoders,ttft,quality,served,...} ...``
 
 Each subcommand lives in ``fastapply/bench/<name>.py`` and exposes
 ``add_arguments(parser)`` and ``run(args) -> dict``; the dict is printed as the last line.
@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "dtype_parity": "float32 vs bfloat16 merges on validation windows: identical, exact, speed",
     "prompt_reuse": "time to first token of a second edit of one file, prompt KV reuse off/on",
     "quality": "model vs deterministic merge vs serving policies: served exact, wrong served",
+    "served": "what the default server serves on a records file: exact, refused (why), wrong",
     "adapter": "exact-match rate of a trained LoRA adapter on validation examples",
     "refusals": "how soon a policy's refusal comes, against the model writing the whole file",
     "windows": "the windowed witness against the whole-file one, by file length, side by side",

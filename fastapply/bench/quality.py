@@ -206,13 +206,17 @@ LENGTH_BUCKETS = (("<=80 lines", 80), ("81-200 lines", 200), ("201-300 lines", 3
                   (">300 lines", 10**9))
 
 
-def length_bucket(lines: int) -> str:
-    """The length bucket of a file of ``lines`` lines.
+def length_bucket(lines: int,
+                  buckets: tuple[tuple[str, int], ...] = LENGTH_BUCKETS) -> str:
+    """The length bucket of a file of ``lines`` lines: the first of ``buckets`` ((name,
+    most lines), shortest first, the last open-ended) that holds it.
 
     >>> length_bucket(80), length_bucket(81), length_bucket(300)
     ('<=80 lines', '81-200 lines', '201-300 lines')
+    >>> length_bucket(1001, (("<=1000 lines", 1000), (">1000 lines", 10**9)))
+    '>1000 lines'
     """
-    return next(name for name, most in LENGTH_BUCKETS if lines <= most)
+    return next(name for name, most in buckets if lines <= most)
 
 
 def summarise(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from fastapply.server.triton import (
     ADMIN_APIS,
@@ -131,6 +132,13 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
     """Render a repository from serve/demo arguments."""
     from fastapply.server.model_repo import render_repository
 
+    return render_repository(out_dir, **repository_parameters(args))
+
+
+def repository_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """The parameters serve/demo arguments render a repository with (None leaves
+    ServiceConfig's default): without ``--runtime``, torch with ``--model`` or the embedded
+    default model (built into the cache on first use)."""
     model = args.model
     if getattr(args, "tiny_model", False):
         from fastapply.model.tiny import ensure_tiny_model
@@ -142,8 +150,8 @@ def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
         from fastapply.model.default import default_model_dir
 
         model = default_model_dir(quiet=False)  # the embedded default
-    return render_repository(
-        out_dir, runtime=runtime, model_dir=model, engine_dir=getattr(args, "engine", None),
+    return dict(
+        runtime=runtime, model_dir=model, engine_dir=getattr(args, "engine", None),
         tokenizer_dir=getattr(args, "tokenizer", None), prompt_format=args.prompt_format,
         max_draft_len=args.max_draft_len, context_limit=args.context_limit,
         device=args.device, dtype=args.dtype, policy=getattr(args, "policy", None),

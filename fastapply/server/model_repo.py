@@ -68,6 +68,27 @@ def render_repository(out_dir: str | Path, **params: Any) -> Path:
 
     ``params`` are the keys of DEFAULTS (None leaves the default).
     """
+    values = repository_values(**params)
+    src = template_dir()
+    out = Path(out_dir) / values["model_name"]
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "1").mkdir(parents=True)
+    shutil.copy2(src / "1" / "model.py", out / "1" / "model.py")
+    text = fill((src / "config.pbtxt.template").read_text(), values)
+    (out / "config.pbtxt").write_text(text)
+    return Path(out_dir)
+
+
+def repository_values(**params: Any) -> dict[str, str]:
+    """Every template parameter as :func:`render_repository` writes it into config.pbtxt:
+    ``params`` (keys of DEFAULTS; None leaves the default) over DEFAULTS, directories made
+    absolute. RenderError for what the model would refuse at load time.
+
+    >>> values = repository_values(runtime="deterministic", policy=None)
+    >>> values["runtime"], values["policy"], config_from_parameters(values)[0].runtime
+    ('deterministic', 'certain_or_agree', 'deterministic')
+    """
     unknown = sorted(set(params) - set(DEFAULTS))
     if unknown:
         raise RenderError(f"unknown parameter(s) {', '.join(unknown)}; known: "
@@ -81,15 +102,7 @@ def render_repository(out_dir: str | Path, **params: Any) -> Path:
         if values[key]:
             values[key] = str(Path(values[key]).resolve())
     config_from_parameters(values)  # refuse what the model would refuse at load time
-    src = template_dir()
-    out = Path(out_dir) / values["model_name"]
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "1").mkdir(parents=True)
-    shutil.copy2(src / "1" / "model.py", out / "1" / "model.py")
-    text = fill((src / "config.pbtxt.template").read_text(), values)
-    (out / "config.pbtxt").write_text(text)
-    return Path(out_dir)
+    return values
 
 
 def _integer(key: str, value: str) -> int:
