@@ -362,6 +362,11 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
                 yield (_reading(plan, orig, chosen.context, eof, chosen, chosen.flips,
                                 edge_flips=frozenset({edge})),
                        f"lazy segment {edge[0]}: the lines {edge[1]} it read the other way")
+            blank = frozenset(e for e in chosen.edge_choices if e[1].startswith("blank"))
+            if len(blank) > 1:  # every blank-only anchor read as a removal at once
+                yield (_reading(plan, orig, chosen.context, eof, chosen, chosen.flips,
+                                edge_flips=blank),
+                       "every removal anchored by blank lines beside a marker")
             if anchored:
                 yield (_reading(as_written, orig, chosen.context, eof, None, frozenset(),
                                 chosen.budget),

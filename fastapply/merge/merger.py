@@ -12,6 +12,7 @@ from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
 from fastapply.merge.guess import guesses
+from fastapply.merge.layout import blank_anchors
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
 from fastapply.merge.precision import Removal, removals
@@ -207,6 +208,7 @@ class _Merger:
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
         start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
+        start, end, seg, p = self._blank_anchors(start, end, seg, p, hunk)
         if implied or self.anchored.get(hunk.number, (False, False))[1]:
             # it ends on new lines and no marker was written after it: the rest of their
             # block kept, or a line after it replaced, is a guess (merge/edges.py)
@@ -287,6 +289,37 @@ class _Merger:
                                    f"original are blank lines, found at many places; placed "
                                    f"at lines {start + 1}-{end}; show a non-blank line of "
                                    f"context")
+
+    def _blank_anchors(self, start: int, end: int, seg: list[str], p: Placement,
+                       hunk: Hunk) -> tuple[int, int, list[str], Placement]:
+        """Keep the unshown lines that only blank lines beside a marker would remove
+        (:mod:`.layout`), unsure; the rival reading (an edge flip) removes them."""
+        for a in blank_anchors(self.orig, seg, p.pairs, start, end, self.snippet_lines,
+                               hunk.marker_before, hunk.marker_after):
+            shown = self.orig[a.lo].strip()[:60]
+            where = "between its marker and its first line" if a.side == "before" else \
+                "between its last line and its marker"
+            # Read with a fixed number of context lines (a textbook snippet: the blank
+            # line is one of them) the removal stands; read freely (as agents write),
+            # the blank line is layout and the lines stay. Either way the other reading
+            # is the rival.
+            keep = self.context is None
+            self.unsure(a.lo + 1, f"{hunk.label}: only blank lines stand {where}, so "
+                                  f"original lines {a.lo + 1}-{a.hi} ({shown!r}), which the "
+                                  f"snippet never shows, were {'kept' if keep else 'removed'}"
+                                  f"; {'if the edit removes them' if keep else 'if they stay'}"
+                                  f", show the unchanged line on their other side as context")
+            self.edge_choices.append((hunk.number, f"blank {a.side}"))
+            if ((hunk.number, f"blank {a.side}") in self.edge_flips) == keep:
+                continue
+            if a.side == "before":
+                start, seg = a.edge, seg[a.cut:]
+                pairs = tuple((i - a.cut, j) for i, j in p.pairs if i >= a.cut)
+            else:
+                end, seg = a.edge, seg[:len(seg) - a.cut]
+                pairs = tuple((i, j) for i, j in p.pairs if i < len(seg))
+            p = replace(p, pairs=pairs)
+        return start, end, seg, p
 
     def _blank_edges(self, start: int, end: int, pairs: tuple[tuple[int, int], ...],
                      seg: list[str], hunk: Hunk) -> tuple[int, int]:

@@ -1,0 +1,79 @@
+"""Snippets written the way coding agents write them (issue 45): each shape that was served
+wrong as a *certain* merge is now either right or unsure with the truth among its
+readings. Small files written here; the shapes come from ../shared/data/agent-train.jsonl."""
+
+from __future__ import annotations
+
+from fastapply.merge import apply_snippet
+
+PHP = """<?php
+class A
+{
+    public function a()
+    {
+        return 1;
+    }
+
+    /**
+     * Doc of b.
+     */
+    #[Pure]
+    public function b($x)
+    {
+        return $x;
+    }
+
+    public function c()
+    {
+        return 3;
+    }
+}
+"""
+
+
+def readings(original: str, snippet: str) -> list[str]:
+    return [c.text for c in apply_snippet(original, snippet).with_readings().candidates]
+
+
+def test_the_doc_comment_above_a_shown_declaration_is_kept_and_the_merge_is_unsure() -> None:
+    # marker, blank line, the signature: the blank line is layout, not the line above the
+    # doc comment, so the doc comment and the attribute stay
+    snippet = ("// ... existing code ...\n\n    public function b($x)\n    {\n"
+               "        return $x + 1;\n    }\n\n// ... existing code ...\n")
+    result = apply_snippet(PHP, snippet)
+    assert result.text == PHP.replace("return $x;", "return $x + 1;")
+    assert result.uncertain and "only blank lines stand between its marker" in \
+        result.uncertain[0].message
+    assert "original lines 9-12 ('/**')" in result.uncertain[0].message
+    # the rival reads the blank line as context: the lines between it and b() removed
+    removed = PHP.replace("return $x;", "return $x + 1;").replace(
+        "    /**\n     * Doc of b.\n     */\n    #[Pure]\n", "")
+    assert removed in readings(PHP, snippet)[1:]
+
+
+def test_lines_after_a_segment_that_ends_with_blank_lines_are_read_both_ways() -> None:
+    # read with one line of context (the blank line) the comment goes, read freely it
+    # stays: unsure, with both files among the readings
+    original = "def f():\n    return 1\n# about g\n\ndef g():\n    return 2\n"
+    snippet = "def f():\n    x = 10\n    return 1\n\n# ... existing code ...\n"
+    result = apply_snippet(original, snippet)
+    assert [u.line for u in result.uncertain] == [3]
+    assert "'# about g'" in result.uncertain[0].message
+    kept = original.replace("    return 1", "    x = 10\n    return 1")
+    assert {kept, kept.replace("# about g\n", "")} <= set(readings(original, snippet))
+
+
+def test_a_removal_shown_by_context_that_is_not_blank_stays_certain() -> None:
+    # the line above the removed doc comment is shown: the removal is the snippet's own
+    snippet = ("// ... existing code ...\n        return 1;\n    }\n\n    public function b($x)\n"
+               "// ... existing code ...\n")
+    result = apply_snippet(PHP, snippet)
+    assert not result.uncertain
+    assert "Doc of b" not in result.text and "#[Pure]" not in result.text
+
+
+def test_lines_the_snippet_shows_elsewhere_were_moved_and_may_go() -> None:
+    original = "a = 1\n# note\nb = 2\n\nc = 3\n"
+    snippet = "# ... existing code ...\n\nc = 3\n# note\n"
+    result = apply_snippet(original, snippet)
+    assert not any("only blank lines" in u.message for u in result.uncertain)
