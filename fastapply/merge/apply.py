@@ -120,6 +120,18 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
         else:
             replace_block(m, hunk)
         m.placed.extend((k, r.start, r.end) for r in m.replacements[done:])
+    for k, hunk in enumerate(plan.hunks):
+        if hunk.removal is not None:  # a removal marker: the lines it stands between go
+            mine = [(a, b) for h, a, b in m.placed if h == k]
+            if not mine:
+                continue
+            if hunk.removal[0] == "after":
+                lo = max(b for _, b in mine)
+                hi = min((a for h, a, _ in m.placed if h > k), default=m.eof)
+            else:
+                hi = min(a for a, _ in mine)
+                lo = max((b for h, _, b in m.placed if h < k), default=0)
+            m.removal_gap(hunk, lo, hi)
     return m
 
 
@@ -367,6 +379,11 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
                 yield (_reading(plan, orig, chosen.context, eof, chosen, chosen.flips,
                                 edge_flips=blank),
                        "every removal anchored by blank lines beside a marker")
+            named = frozenset(e for e in chosen.edge_choices if e[1] == "named")
+            if named:  # every removal marker read as removing only what it names
+                yield (_reading(plan, orig, chosen.context, eof, chosen, chosen.flips,
+                                edge_flips=named),
+                       "only what the removal markers name removed")
             if anchored:
                 yield (_reading(as_written, orig, chosen.context, eof, None, frozenset(),
                                 chosen.budget),

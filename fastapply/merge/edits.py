@@ -99,12 +99,14 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
         counts[kind] += 1
         hunks.append(Hunk(kind, tuple(old), tuple(new), counts[kind], start, **kw))  # type: ignore
 
-    def flush_lazy(marker_after: bool) -> None:
-        nonlocal lazy, marker_before
+    removal: tuple[str, int, str] | None = None  # a removal marker before the segment
+
+    def flush_lazy(marker_after: bool, after: tuple[str, int, str] | None = None) -> None:
+        nonlocal lazy, marker_before, removal
         if any(s.strip() for s in lazy):
             add("lazy", [], lazy, lazy_start + 1, marker_before=marker_before,
-                marker_after=marker_after)
-        lazy = []
+                marker_after=marker_after, removal=after or removal)
+        lazy, removal = [], None
 
     after_block = False  # only blank lines since the last SEARCH/REPLACE block (or diff)
     files: list[str] = []  # the files that a diff's file headers name
@@ -156,12 +158,28 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
             i = _parse_udiff_hunk(lines, i, None, add, change)
             continue
         if marker and (word := says_removed(line)):
+            if _joins(lines, i, lazy, code, top=not hunks and not marker_before):
+                # The lines on its two sides follow each other: a removal shown by
+                # adjacency, as agents write it. The snippet is split there and the
+                # original lines between the two parts go (at the snippet's end: the rest
+                # of the file; at its start: what comes before).
+                said = (i + 1, line)
+                blank = bool(lazy) and not lazy[-1].strip()  # blank lines on both sides: one run
+                if any(s.strip() for s in lazy):
+                    flush_lazy(marker_after=True, after=("after", *said))
+                else:
+                    removal = ("before", *said)
+                marker_before = True
+                i += 1
+                while blank and i < len(lines) and not lines[i].strip():
+                    i += 1
+                continue
             raise EditError(
                 f"snippet line {i + 1}: the marker {line.strip()[:120]!r} says lines were "
-                f"{word}, but a marker keeps the original lines it stands for, so the "
-                f"snippet does not show which lines to remove; nothing was merged: show the "
-                f"unchanged lines on both sides of the removal with no marker between "
-                f"them, or send SEARCH/REPLACE blocks or a unified diff")
+                f"{word}, but no line of code stands on one side of it (another marker "
+                f"does), so the snippet does not show which lines to remove; nothing was "
+                f"merged: show the unchanged lines on both sides of the removal with no "
+                f"marker between them, or send SEARCH/REPLACE blocks or a unified diff")
         if marker:
             flush_lazy(marker_after=True)
             marker_before = True
@@ -183,6 +201,27 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
         raise EditError("the snippet holds no edit (only markers or blank lines); send the "
                         "changed code with some context")
     return EditPlan(tuple(hunks))
+
+
+def _joins(lines: Sequence[str], i: int, lazy: Sequence[str], code: frozenset[int],
+           top: bool) -> bool:
+    """Can the removal marker at ``lines[i]`` be read by adjacency: code of the current
+    segment before it (or the snippet's start) and code after it (or the snippet's end),
+    with no other marker or block on the way?
+
+    >>> _joins(["a", "# ... b removed ...", "c"], 1, ["a"], frozenset(), False)
+    True
+    >>> _joins(["# ...", "# ... b removed ...", "c"], 1, [], frozenset(), False)
+    False
+    >>> _joins(["# ... b removed ...", "# ...", "c"], 0, [], frozenset(), True)
+    False
+    """
+    before = any(s.strip() for s in lazy)
+    after = next((s for s in lines[i + 1:] if s.strip()), None)
+    if after is not None and ((is_marker(after) and lines.index(after, i + 1) not in code)
+                              or _SR_START.match(after) or _UDIFF_HUNK.match(after)):
+        return False
+    return before or (top and after is not None)
 
 
 def code_dots(lines: Sequence[str], original: str) -> frozenset[int]:

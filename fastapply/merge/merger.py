@@ -16,6 +16,7 @@ from fastapply.merge.layout import blank_anchors
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
 from fastapply.merge.precision import Removal, removals
+from fastapply.merge.removal import marker_names, named_units
 from fastapply.merge.syntax import Hunk
 from fastapply.merge.text import (
     _closest,
@@ -289,6 +290,30 @@ class _Merger:
                                    f"original are blank lines, found at many places; placed "
                                    f"at lines {start + 1}-{end}; show a non-blank line of "
                                    f"context")
+
+    def removal_gap(self, hunk: Hunk, lo: int, hi: int) -> None:
+        """Remove the original lines [lo, hi) between ``hunk`` and its neighbour, where a
+        marker whose words say lines were removed stood (:func:`.edits.parse_edit` split
+        the snippet there). Which lines it meant is the merge's reading of where the two
+        sides stand, so the merge is unsure; the rival (edge flip "named") removes only
+        the declarations the marker names (:mod:`.removal`)."""
+        assert hunk.removal is not None
+        _, line, marker = hunk.removal
+        units = [(lo + a, lo + b) for a, b in named_units(self.orig[lo:hi],
+                                                          marker_names(marker))]
+        what = f"original lines {lo + 1}-{hi} were removed" if hi > lo else \
+            "no original line lies there, so nothing was removed"
+        self.unsure(lo + 1, f"{hunk.label}: the marker at snippet line {line} says lines were "
+                            f"removed, so the lines on its two sides were read as following "
+                            f"each other: {what}; if it meant other lines, show the unchanged "
+                            f"lines on both sides of the removal, or send a SEARCH/REPLACE block")
+        if units and units != [(lo, hi)]:
+            self.edge_choices.append((hunk.number, "named"))
+            if (hunk.number, "named") in self.edge_flips:
+                self.replacements.extend(_Replacement(a, b, []) for a, b in units)
+                return
+        if hi > lo:
+            self.replacements.append(_Replacement(lo, hi, []))
 
     def _blank_anchors(self, start: int, end: int, seg: list[str], p: Placement,
                        hunk: Hunk) -> tuple[int, int, list[str], Placement]:

@@ -181,6 +181,11 @@ class Hunk:
     #: reading's, so if it is found in the file, so is that: the merge refuses the block
     #: as ambiguous. (Readings at later ``=======`` lines start with it in turn.)
     readings: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    #: Lazy: a marker whose words say lines were removed (``# ... old helper removed
+    #: ...``) stood right "after" or "before" the segment, as (side, its 1-based snippet
+    #: line, the marker): the original lines between the segment and its neighbour (the
+    #: file's edge, if none) go, a removal shown by adjacency.
+    removal: tuple[str, int, str] | None = None
 
     @property
     def label(self) -> str:

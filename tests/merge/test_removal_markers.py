@@ -1,14 +1,13 @@
 """A marker whose words say its lines were removed (merge/syntax.py:says_removed).
 
-Issue 38 saw a Markdown marker stand for a 37-line block the commit deleted: the merge read
-the marker as markers are read (keep the lines it stands for), the model's window agreed,
-and the file was served with the block still in it (that snippet is not here; what its
-marker said is not known). One way a marker stands for deleted lines is in its words,
-which coding agents write (``<!-- ... Legacy section removed ... -->``, ``// ... deleted the
-old handler ...``): it says lines go, but not which ones, and keeping them is the one reading
-it rules out. So such a snippet is refused at once, naming the line and what to send
-instead, under every runtime and policy; words inside names (``removedItems``) and markers
-that keep lines are read as before."""
+Agents write ``// ... (QuoteAllFields and QuoteNoFields removed) ...`` where lines went, with
+code on both sides: the lines beside it follow each other, a removal shown by adjacency, as
+in any lazy snippet (issue 45; until then such a snippet was refused). The merge reads it so
+and is unsure, naming the marker and the lines it removed; its rival reading removes only
+the declarations the marker names. At the snippet's end nothing follows it (the rest of the
+file goes), at its start nothing comes before it. Beside another marker it shows no place,
+and is refused, naming the line. Words inside names (``removedItems``) and markers that keep
+lines are read as before."""
 
 from __future__ import annotations
 
@@ -25,21 +24,54 @@ CODE = ("def a():\n    return 1\n\n\ndef old():\n    return 0\n\n\ndef b():\n   
         + "".join(f"x{i} = {i}\n" for i in range(20)))
 
 
-@pytest.mark.parametrize(("original", "snippet", "line", "word"), [
-    (README, SNIPPET, 5, "removed"),
+LEGACY = "".join(f"old line {i}\n" for i in range(30))
+
+
+@pytest.mark.parametrize(("original", "snippet", "merged", "line"), [
+    (README, SNIPPET, README.replace(f"## Legacy\n\n{LEGACY}\n", "").replace(
+        "run it\n", "run it now\n"), 5),
     (CODE, "def a():\n    return 1\n\n\n# ... deleted old() ...\n\n\ndef b():\n"
-     "    return 3\n# ... existing code ...\n", 5, "deleted"),
+     "    return 3\n# ... existing code ...\n",
+     CODE.replace("def old():\n    return 0\n\n\n", "").replace("return 2", "return 3"), 5),
     (CODE, "def a():\n    return 1\n    # ... remove old() ...\ndef b():\n    return 3\n"
-     "# ...\n", 3, "removed"),
-    (CODE, "// ... DROPPED the legacy paths ...\ndef b():\n    return 3\n# ...\n", 1,
-     "dropped"),
+     "# ...\n", CODE.replace("\n\ndef old():\n    return 0\n\n\n", "").replace(
+         "return 2", "return 3"), 3),
 ])
-def test_a_marker_that_says_lines_were_removed_is_refused(original: str, snippet: str,
-                                                          line: int, word: str) -> None:
-    with pytest.raises(EditError, match=rf"snippet line {line}: the marker .* says lines "
-                                        rf"were {word}, .* does not show which lines to "
-                                        rf"remove; nothing was merged: .*SEARCH/REPLACE"):
-        apply_snippet(original, snippet)
+def test_a_removal_marker_between_code_reads_as_adjacency_and_is_unsure(
+        original: str, snippet: str, merged: str, line: int) -> None:
+    result = apply_snippet(original, snippet)
+    assert result.text == merged
+    assert any(f"the marker at snippet line {line} says lines were removed, so the lines "
+               f"on its two sides were read as following each other" in u.message
+               for u in result.uncertain)
+
+
+def test_the_rival_removes_only_what_the_marker_names() -> None:
+    original = ("def a():\n    return 1\n\n\ndef old():\n    return 0\n\n\ndef keep():\n"
+                "    return 5\n\n\ndef b():\n    return 2\n" + LEGACY)
+    snippet = ("def a():\n    return 1\n\n\n# ... (old() is removed) ...\ndef b():\n"
+               "    return 3\n# ...\n")
+    result = apply_snippet(original, snippet).with_readings()
+    named = original.replace("def old():\n    return 0\n\n\n", "").replace("return 2",
+                                                                           "return 3")
+    assert result.text != named  # the chosen reading removes keep() too
+    assert named in [c.text for c in result.candidates]
+
+
+def test_a_removal_marker_at_the_snippets_end_removes_the_rest() -> None:
+    original = "__all__ = [\n    'a',\n]\n\n_patch()\n"
+    snippet = "__all__ = [\n    'a',\n    'b',\n]\n# ... (_patch() removed) ...\n"
+    result = apply_snippet(original, snippet)
+    assert result.text == "__all__ = [\n    'a',\n    'b',\n]\n"
+    assert result.uncertain
+
+
+def test_a_removal_marker_beside_another_marker_is_refused_naming_it() -> None:
+    snippet = "def a():\n    return 1\n# ... existing code ...\n# ... old() removed ...\n"
+    with pytest.raises(EditError, match=r"snippet line 4: the marker '# \.\.\. old\(\) "
+                                        r"removed \.\.\.' says lines were removed, but no "
+                                        r"line of code stands on one side of it"):
+        apply_snippet(CODE, snippet)
 
 
 @pytest.mark.parametrize("marker", [
@@ -60,19 +92,23 @@ def test_such_a_comment_that_is_the_files_own_code_is_read_as_code() -> None:
     assert apply_snippet(original, snippet).text == original.replace("b = 2", "b = 3")
 
 
+BESIDE = "## Install\n\npip install x\n\n<!-- ... -->\n<!-- ... Legacy section removed ... -->\n"
+
+
 def test_the_served_default_refuses_it_naming_the_marker() -> None:
     """The tiny random model in the place of the default's, under the default policy
-    (certain_or_agree): refused before any answer, with the merge's reason; and the
-    deterministic runtime refuses it as a bad request, with the same reason."""
+    (certain_or_agree): a removal marker beside another marker is refused before any
+    answer, with the merge's reason; the deterministic runtime refuses it as a bad
+    request, with the same reason."""
     from fastapply.model.tiny import ensure_tiny_model
     from fastapply.service import FastApplyService, InvalidRequest, Refused, ServiceConfig
 
     served = FastApplyService(ServiceConfig(
         runtime="torch", model_dir=str(ensure_tiny_model()), device="cpu", dtype="float32",
         **{**TINY_SERVING, "policy": "certain_or_agree"}))
-    with pytest.raises(Refused, match=r"the deterministic merge refused it \(snippet line 5: "
+    with pytest.raises(Refused, match=r"the deterministic merge refused it \(snippet line 6: "
                                       r"the marker '<!-- \.\.\. Legacy section removed"):
-        served.apply(README, SNIPPET)
+        served.apply(README, BESIDE)
     plain = FastApplyService(ServiceConfig(runtime="deterministic"))
-    with pytest.raises(InvalidRequest, match=r"cannot be merged: snippet line 5: the marker"):
-        plain.apply(README, SNIPPET)
+    with pytest.raises(InvalidRequest, match=r"cannot be merged: snippet line 6: the marker"):
+        plain.apply(README, BESIDE)
