@@ -14,7 +14,7 @@ from fastapply.merge.syntax import is_commented
 
 _WORD = re.compile(r"[A-Za-z_][\w$]*")
 #: Words of a marker that name no declaration.
-_PROSE = frozenset("""
+_PROSE_WORDS = """
 a an the and or of to in on at by for from with into here there now no not is are was were be
 been it its this that these those which all both each every other old new unused existing
 code rest removed deleted dropped remove delete drop moved replaced renamed gone longer
@@ -23,7 +23,8 @@ methods function functions field fields import imports test tests class struct c
 constants entry entries case cases helper helpers handler handlers check checks call calls
 definition definitions declaration declarations body comment comments note notes set
 unchanged kept keep same part parts file files copy copied since because so they them
-""".split())
+"""
+_PROSE = frozenset(_PROSE_WORDS.split())
 #: A line that only closes a block (``}``, ``end``, ``)``, ``];``).
 _CLOSER = re.compile(r"^\s*(?:[}\])]+[;,)]*|end)\s*$")
 
