@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from fastapply.merge.beside import beside
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
@@ -210,6 +211,7 @@ class _Merger:
                 seg[i] = self.orig[j]
         start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
         start, end, seg, p = self._blank_anchors(start, end, seg, p, hunk)
+        start, end = self._beside(start, end, seg, p, hunk)
         if implied or self.anchored.get(hunk.number, (False, False))[1]:
             # it ends on new lines and no marker was written after it: the rest of their
             # block kept, or a line after it replaced, is a guess (merge/edges.py)
@@ -314,6 +316,27 @@ class _Merger:
                 return
         if hi > lo:
             self.replacements.append(_Replacement(lo, hi, []))
+
+    def _beside(self, start: int, end: int, seg: list[str], p: Placement, hunk: Hunk
+                ) -> tuple[int, int]:
+        """New lines next to a marker that nearly equal the original lines at their place
+        replace them (:mod:`.beside`), unsure; the rival inserts them beside."""
+        for b in beside(self.orig, seg, p.pairs, start, end, self.snippet_lines,
+                        hunk.marker_before, hunk.marker_after):
+            edge = "last" if b.side == "after" else "first"
+            self.unsure(b.lo + 1, f"{hunk.label}: its {edge} line(s) are new and nearly equal "
+                                  f"original lines {b.lo + 1}-{b.hi} "
+                                  f"({self.orig[b.lo].strip()[:60]!r}) at their place, so "
+                                  f"they replace them; if they are added beside them, show "
+                                  f"those lines too, unchanged")
+            self.edge_choices.append((hunk.number, f"beside {b.side}"))
+            if (hunk.number, f"beside {b.side}") in self.edge_flips:
+                continue
+            if b.side == "after":
+                end = b.hi
+            else:
+                start = b.lo
+        return start, end
 
     def _blank_anchors(self, start: int, end: int, seg: list[str], p: Placement,
                        hunk: Hunk) -> tuple[int, int, list[str], Placement]:

@@ -77,3 +77,37 @@ def test_lines_the_snippet_shows_elsewhere_were_moved_and_may_go() -> None:
     snippet = "# ... existing code ...\n\nc = 3\n# note\n"
     result = apply_snippet(original, snippet)
     assert not any("only blank lines" in u.message for u in result.uncertain)
+
+
+SETUP = ("from setuptools import setup\n\nsetup(\n    name='x',\n    license='BSD',\n"
+         "    description='Blazingly fast & beautifully expressive Web APIs',\n"
+         "    author='me',\n)\n")
+NEW = "An ASGI server, using Gunicorn and uvloop."
+
+
+def test_a_changed_line_shown_in_place_replaces_the_line_there_and_is_unsure() -> None:
+    # one anchor, the changed line, a marker: read literally the new line goes in beside
+    # the old one (two descriptions); it sets the same key, so it replaces it
+    snippet = f"# ... existing code ...\n    license='BSD',\n    description='{NEW}',\n# ...\n"
+    result = apply_snippet(SETUP, snippet)
+    old = "Blazingly fast & beautifully expressive Web APIs"
+    assert result.text == SETUP.replace(old, NEW)
+    assert "nearly equal original lines 6-6" in result.uncertain[0].message
+    beside = SETUP.replace(f"    description='{old}',", f"    description='{NEW}',\n"
+                                                        f"    description='{old}',")
+    assert beside in readings(SETUP, snippet)
+
+
+def test_a_changed_line_before_its_anchor_replaces_the_line_there() -> None:
+    snippet = f"# ... existing code ...\n    description='{NEW}',\n    author='me',\n# ...\n"
+    result = apply_snippet(SETUP, snippet)
+    assert result.text == SETUP.replace("Blazingly fast & beautifully expressive Web APIs", NEW)
+    assert "nearly equal original lines 6-6" in result.uncertain[0].message
+
+
+def test_a_new_line_unlike_the_line_at_its_place_is_inserted_and_certain() -> None:
+    snippet = "# ... existing code ...\n    license='BSD',\n    zip_safe=False,\n# ...\n"
+    result = apply_snippet(SETUP, snippet)
+    assert not result.uncertain
+    assert result.text == SETUP.replace("    license='BSD',\n",
+                                        "    license='BSD',\n    zip_safe=False,\n")
