@@ -317,6 +317,13 @@ class _Merger:
         if hi > lo:
             self.replacements.append(_Replacement(lo, hi, []))
 
+    def _doubt(self, hunk: Hunk, edge: str, line: int, message: str) -> bool:
+        """Report a doubt about ``hunk``'s ``edge`` at original line ``line`` (0-based),
+        as a choice the rival readings flip; is it flipped in this reading?"""
+        self.unsure(line + 1, f"{hunk.label}: {message}")
+        self.edge_choices.append((hunk.number, edge))
+        return (hunk.number, edge) in self.edge_flips
+
     def _beside(self, start: int, end: int, seg: list[str], p: Placement, hunk: Hunk
                 ) -> tuple[int, int]:
         """New lines next to a marker that nearly equal the original lines at their place
@@ -324,13 +331,11 @@ class _Merger:
         for b in beside(self.orig, seg, p.pairs, start, end, self.snippet_lines,
                         hunk.marker_before, hunk.marker_after):
             edge = "last" if b.side == "after" else "first"
-            self.unsure(b.lo + 1, f"{hunk.label}: its {edge} line(s) are new and nearly equal "
-                                  f"original lines {b.lo + 1}-{b.hi} "
-                                  f"({self.orig[b.lo].strip()[:60]!r}) at their place, so "
-                                  f"they replace them; if they are added beside them, show "
-                                  f"those lines too, unchanged")
-            self.edge_choices.append((hunk.number, f"beside {b.side}"))
-            if (hunk.number, f"beside {b.side}") in self.edge_flips:
+            if self._doubt(hunk, f"beside {b.side}", b.lo, (
+                    f"its {edge} line(s) are new and nearly equal original lines "
+                    f"{b.lo + 1}-{b.hi} ({self.orig[b.lo].strip()[:60]!r}) at their place, "
+                    f"so they replace them; if they are added beside them, show those lines "
+                    f"too, unchanged")):
                 continue
             if b.side == "after":
                 end = b.hi
@@ -352,13 +357,12 @@ class _Merger:
             # the blank line is layout and the lines stay. Either way the other reading
             # is the rival.
             keep = self.context is None
-            self.unsure(a.lo + 1, f"{hunk.label}: only blank lines stand {where}, so "
-                                  f"original lines {a.lo + 1}-{a.hi} ({shown!r}), which the "
-                                  f"snippet never shows, were {'kept' if keep else 'removed'}"
-                                  f"; {'if the edit removes them' if keep else 'if they stay'}"
-                                  f", show the unchanged line on their other side as context")
-            self.edge_choices.append((hunk.number, f"blank {a.side}"))
-            if ((hunk.number, f"blank {a.side}") in self.edge_flips) == keep:
+            if self._doubt(hunk, f"blank {a.side}", a.lo, (
+                    f"only blank lines stand {where}, so original lines {a.lo + 1}-{a.hi} "
+                    f"({shown!r}), which the snippet never shows, were "
+                    f"{'kept' if keep else 'removed'}; "
+                    f"{'if the edit removes them' if keep else 'if they stay'}, show the "
+                    f"unchanged line on their other side as context")) == keep:
                 continue
             if a.side == "before":
                 start, seg = a.edge, seg[a.cut:]
