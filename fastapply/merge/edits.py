@@ -84,6 +84,9 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
     if lines and lines[-1] == "":
         lines.pop()
     code = code_dots(lines, original) if original else frozenset()
+    # a removal marker the original has as a line of its own is that line (a comment)
+    present = frozenset(s.strip() for s in original.split("\n")) if original else frozenset()
+    code |= {i for i, s in enumerate(lines) if s.strip() in present and says_removed(s)}
     ranges = [s for s in lines if s[:4] in ("*** ", "--- ") and _CONTEXT_DIFF.match(s)]
     if any(s[0] == "*" for s in ranges) and any(s[0] == "-" for s in ranges):
         raise EditError(f"the snippet is a context diff ({ranges[0].strip()!r}: diff -c), "

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fastapply.merge.beside import alike
+
 
 @dataclass(frozen=True)
 class BlankAnchor:
@@ -80,3 +82,102 @@ def blank_anchors(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int],
             found.append(BlankAnchor("after", j + keep, tail - keep, j + m, hi))
     return found
 
+
+
+#: Fewest non-blank lines a removal anchored by weak lines must take for it to be doubted
+#: (a statement or two beside ``}`` is how generated snippets show a removal).
+BLOCK_LINES = 3
+
+
+@dataclass(frozen=True)
+class WeakEdge:
+    """A removal that only lines found at several places, at a segment's edge beside a
+    marker, anchor (see :func:`weak_edges`)."""
+
+    #: "after" (the weak lines end the segment) or "before" (they open it).
+    side: str
+    #: The segment's lines from (up to, for "before") this index are the weak ones.
+    cut: int
+    #: The region's end ("after") or start ("before") that keeps the lines.
+    edge: int
+    #: The original lines, 0-based [lo, hi), the weak anchors would remove.
+    lo: int
+    hi: int
+
+
+def weak_edges(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int], ...],
+               start: int, end: int, snippet_lines: frozenset[str], several: set[int],
+               marker_before: bool, marker_after: bool) -> list[WeakEdge]:
+    """Removals at a segment's edge that rest on lines found at several places only.
+
+    An agent writes an anchor, the changed line, a marker: ``- name: Install`` then
+    ``run: |`` (was ``run: >``). ``run: |`` is found further on, under another step, and
+    matched there, the lines between the anchor and it (the block under ``run: >`` and
+    the next steps) read as removed. Where the segment's last lines (first, at its start)
+    are all blank or found at several places in the original (``several``: indexes of
+    ``seg``), or the line next to the anchor reads as an edit of the line at its place, and the original lines between them and the segment's other matched lines
+    are never shown in the snippet, and they reach out of the anchor's block (BLOCK_LINES
+    or more, one of them no deeper than the anchor), that removal is a guess: the rival
+    reads the weak lines as new, written beside the last anchor, and removes nothing.
+
+    >>> orig = ["- name: A", "  run: >", "    x", "- name: B", "  run: |", "    y"]
+    >>> seg = ["- name: A", "  run: |"]
+    >>> weak_edges(orig, seg, ((0, 0), (1, 4)), 0, 5, frozenset({"- name: A", "run: |"}),
+    ...            {1}, True, True)
+    [WeakEdge(side='after', cut=1, edge=1, lo=1, hi=4)]
+    """
+    found: list[WeakEdge] = []
+
+    def weak(i: int) -> bool:
+        return not seg[i].strip() or i in several
+
+    def unshown(lo: int, hi: int) -> bool:
+        lines = [s.strip() for s in orig[lo:hi] if s.strip()]
+        return bool(lines) and not any(s in snippet_lines for s in lines)
+
+    def past_block(lo: int, hi: int, anchor: str) -> bool:
+        """Does orig[lo:hi] hold BLOCK_LINES or more lines and reach out of the anchor's
+        block (a line no deeper than the anchor: a sibling taken out too)?"""
+        lines = [s for s in orig[lo:hi] if s.strip()]
+        depth = len(anchor) - len(anchor.lstrip())
+        return len(lines) >= BLOCK_LINES and \
+            min(len(s) - len(s.lstrip()) for s in lines) <= depth
+
+    if len(pairs) < 2:
+        return found
+    first, last = pairs[0][0], pairs[-1][0]  # (the segment's anchors stay anchors)
+    matched = dict(pairs)
+    if marker_after:
+        t = len(seg)
+        while t > first + 1 and weak(t - 1):
+            t -= 1
+        # a line matched past the anchor right above it, though the line at its place
+        # reads as an edit of it (``run: |`` under ``run: >``'s anchor) is weak too
+        if t > first + 1 and t - 1 in matched and t - 2 in matched and \
+                matched[t - 1] > matched[t - 2] + 1 and \
+                alike(seg[t - 1], orig[matched[t - 2] + 1]):
+            t -= 1
+        before = [(i, j) for i, j in pairs if i < t]
+        tail = [(i, j) for i, j in pairs if i >= t]
+        # the weak lines follow the last other anchor directly (new lines between them
+        # would be an edit of what lies between)
+        if before and tail and before[-1][0] == t - 1 and \
+                any(seg[i].strip() for i, _ in tail):
+            j1, j2 = before[-1][1], tail[0][1]
+            if j2 > j1 + 1 and unshown(j1 + 1, j2) and past_block(j1 + 1, j2, orig[j1]):
+                found.append(WeakEdge("after", t, j1 + 1, j1 + 1, j2))
+    if marker_before:
+        t = 0
+        while t < last and weak(t):
+            t += 1
+        if t < last and t in matched and t + 1 in matched and \
+                matched[t + 1] > matched[t] + 1 and alike(seg[t], orig[matched[t + 1] - 1]):
+            t += 1
+        head = [(i, j) for i, j in pairs if i < t]
+        after = [(i, j) for i, j in pairs if i >= t]
+        if head and after and after[0][0] == t and any(seg[i].strip() for i, _ in head):
+            j1, j2 = head[-1][1], after[0][1]
+            if j2 > j1 + 1 and unshown(j1 + 1, j2) and past_block(j1 + 1, j2, orig[j2]) \
+                    and not any((w.lo, w.hi) == (j1 + 1, j2) for w in found):
+                found.append(WeakEdge("before", t, j2, j1 + 1, j2))
+    return found

@@ -13,7 +13,7 @@ from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
 from fastapply.merge.guess import guesses
-from fastapply.merge.layout import blank_anchors
+from fastapply.merge.layout import blank_anchors, weak_edges
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
 from fastapply.merge.precision import Removal, removals
@@ -211,6 +211,7 @@ class _Merger:
                 seg[i] = self.orig[j]
         start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
         start, end, seg, p = self._blank_anchors(start, end, seg, p, hunk)
+        start, end, p = self._weak_edges(start, end, seg, p, hunk)
         start, end = self._beside(start, end, seg, p, hunk)
         if implied or self.anchored.get(hunk.number, (False, False))[1]:
             # it ends on new lines and no marker was written after it: the rest of their
@@ -323,6 +324,32 @@ class _Merger:
         self.unsure(line + 1, f"{hunk.label}: {message}")
         self.edge_choices.append((hunk.number, edge))
         return (hunk.number, edge) in self.edge_flips
+
+    def _weak_edges(self, start: int, end: int, seg: list[str], p: Placement, hunk: Hunk
+                    ) -> tuple[int, int, Placement]:
+        """A removal that only lines found at several places anchor, at an edge beside a
+        marker (:func:`.layout.weak_edges`): unsure; read freely, the weak lines are new
+        and nothing goes; read with fixed context, the removal stands."""
+        table = self._positions(key_loose)
+        several = {i for i, s in enumerate(seg)
+                   if s.strip() and len(table.get(key_loose(s), ())) > 1}
+        for w in weak_edges(self.orig, seg, p.pairs, start, end, self.snippet_lines, several,
+                            hunk.marker_before, hunk.marker_after):
+            keep = self.context is None
+            edge = "last" if w.side == "after" else "first"
+            if self._doubt(hunk, f"weak {w.side}", w.lo, (
+                    f"its {edge} lines are found at several places, and where they were "
+                    f"matched they remove original lines {w.lo + 1}-{w.hi} "
+                    f"({self.orig[w.lo].strip()[:60]!r}), which the snippet never shows: "
+                    f"{'read as new lines, nothing was removed' if keep else 'they were removed'}"
+                    f"; show a unique line of unchanged context next to the change")) == keep:
+                continue
+            if w.side == "after":
+                end, pairs = w.edge, tuple((i, j) for i, j in p.pairs if i < w.cut)
+            else:
+                start, pairs = w.edge, tuple((i, j) for i, j in p.pairs if i >= w.cut)
+            p = replace(p, pairs=pairs)
+        return start, end, p
 
     def _beside(self, start: int, end: int, seg: list[str], p: Placement, hunk: Hunk
                 ) -> tuple[int, int]:

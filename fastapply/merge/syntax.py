@@ -6,6 +6,8 @@ not from the parser.
 
 >>> is_marker("    // ... keep existing code ..."), is_marker("...options,")
 (True, False)
+>>> is_marker("# ... (the 5.6 through 8.0 entries are removed) ...")  # a dot inside a word
+True
 >>> EditPlan((Hunk("lazy", (), ("x = 1",), 1, 1),)).format
 'lazy'
 """
@@ -28,8 +30,8 @@ _COMMENT_CLOSE = r"(?:\*+/\}?|-->|\*\))"
 _DOTS = r"(?:\.\.\.+|…)"
 #: A marker line: optional comment opener, dots, optional words, optional dots/closer.
 _MARKER_RE = re.compile(
-    rf"^\s*(?:{_COMMENT_OPEN}\s*)?{_DOTS}(?:\s*(?P<words>[^.…]*?)\s*{_DOTS}?)?\s*"
-    rf"(?:{_COMMENT_CLOSE})?\s*$"
+    rf"^\s*(?:{_COMMENT_OPEN}\s*)?{_DOTS}(?:\s*(?P<words>(?:[^.…]|(?<=\w)\.(?=\w))*?)\s*"
+    rf"{_DOTS}?)?\s*(?:{_COMMENT_CLOSE})?\s*$"
 )
 _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")
 

@@ -111,3 +111,33 @@ def test_a_new_line_unlike_the_line_at_its_place_is_inserted_and_certain() -> No
     assert not result.uncertain
     assert result.text == SETUP.replace("    license='BSD',\n",
                                         "    license='BSD',\n    zip_safe=False,\n")
+
+
+WORKFLOW = """jobs:
+  test:
+    steps:
+      - uses: actions/checkout@v4
+
+      - name: Install
+        run: >
+          mkdir -p bin
+          curl -o bin/tool https://example.com/tool
+          chmod +x bin/tool
+
+      - name: Check
+        run: go run build.go check
+
+      - name: Diff
+        run: |
+          git diff --exit-code
+"""
+
+
+def test_a_one_line_change_under_an_anchor_keeps_the_block_under_it() -> None:
+    # `run: |` is also the line under the Diff step: matched there, everything between
+    # the anchor and it (the block, two steps) would go; the merge is unsure and reads
+    # it as the changed line at its place
+    snippet = "# ...\n      - name: Install\n        run: |\n# ... existing code ...\n"
+    result = apply_snippet(WORKFLOW, snippet)
+    assert any("found at several places" in u.message for u in result.uncertain)
+    assert WORKFLOW.replace("run: >", "run: |") in readings(WORKFLOW, snippet)
