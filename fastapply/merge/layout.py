@@ -115,10 +115,11 @@ def weak_edges(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int], ..
     matched there, the lines between the anchor and it (the block under ``run: >`` and
     the next steps) read as removed. Where the segment's last lines (first, at its start)
     are all blank or found at several places in the original (``several``: indexes of
-    ``seg``), or the line next to the anchor reads as an edit of the line at its place, and the original lines between them and the segment's other matched lines
-    are never shown in the snippet, and they reach out of the anchor's block (BLOCK_LINES
-    or more, one of them no deeper than the anchor), that removal is a guess: the rival
-    reads the weak lines as new, written beside the last anchor, and removes nothing.
+    ``seg``), or the line next to the anchor reads as an edit of the line at its place;
+    the original lines between them and the segment's other matched lines are never
+    shown in the snippet; and they reach out of the anchor's block (BLOCK_LINES or more,
+    one of them no deeper than the anchor): that removal is a guess. The rival reads the
+    weak lines as new, written beside the last anchor, and removes nothing.
 
     >>> orig = ["- name: A", "  run: >", "    x", "- name: B", "  run: |", "    y"]
     >>> seg = ["- name: A", "  run: |"]
