@@ -21,6 +21,7 @@ SEARCH block 1 (snippet line 1): its text matches at lines 1 and 3; used line 1
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -261,6 +262,34 @@ def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
                                 f"{BLOCK_FORM}")
 
 
+#: Most removal runs of an unsure merge read the other way, one rival each.
+KEPT_RUNS = 4
+
+
+def _kept_runs(chosen: _Merger) -> Iterator[tuple[_Merger, str]]:
+    """Rival readings that keep a run of lines the chosen reading removes by adjacency
+    (:func:`.layout.removed_runs`), where the merge named a doubt on that run's lines
+    (on any run, where it named none there): each such run kept alone, then all of them
+    together."""
+    doubted = [run for run in chosen.runs
+               if any(run[2] < u.line <= run[3] + 1 for u in chosen.uncertain)] or chosen.runs
+
+    def keeping(runs: list[tuple[int, int, int, int]]) -> _Merger:
+        other = copy.copy(chosen)
+        other.uncertain = list(chosen.uncertain)
+        other.replacements = list(chosen.replacements)
+        for n, k, lo, hi in sorted(runs, key=lambda run: -run[1]):
+            r = other.replacements[n]
+            other.replacements[n] = replace(r, lines=[*r.lines[:k], *chosen.orig[lo:hi],
+                                                      *r.lines[k:]])
+        return other
+
+    for run in doubted[:KEPT_RUNS]:
+        yield keeping([run]), f"original lines {run[2] + 1}-{run[3]} kept"
+    if len(doubted) > 1:
+        yield keeping(doubted), "every doubted removal kept"
+
+
 def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> MergeResult:
     """Merge ``plan`` into ``original``: best-effort candidate plus unsure places.
 
@@ -384,6 +413,8 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
                 yield (_reading(plan, orig, chosen.context, eof, chosen, chosen.flips,
                                 edge_flips=named),
                        "only what the removal markers name removed")
+            for r, how in _kept_runs(chosen):
+                yield r, how
             if anchored:
                 yield (_reading(as_written, orig, chosen.context, eof, None, frozenset(),
                                 chosen.budget),

@@ -11,6 +11,7 @@ after a segment: its last line, blank lines, then a marker.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from fastapply.merge.beside import alike
@@ -182,3 +183,17 @@ def weak_edges(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int], ..
                     and not any((w.lo, w.hi) == (j1 + 1, j2) for w in found):
                 found.append(WeakEdge("before", t, j2, j1 + 1, j2))
     return found
+
+
+def removed_runs(orig: list[str], pairs: tuple[tuple[int, int], ...],
+                 snippet_lines: frozenset[str]) -> list[tuple[int, int, int]]:
+    """The runs a placed segment removes by adjacency: original lines [lo, hi) between
+    two of its consecutive lines matched at lo - 1 and hi, holding a non-blank line the
+    snippet never shows, as (index of the segment line to keep them before, lo, hi).
+
+    >>> removed_runs(["a", "x", "", "b"], ((0, 0), (1, 3)), frozenset({"a", "b"}))
+    [(1, 1, 3)]
+    """
+    return [(i2, j1 + 1, j2) for (i1, j1), (i2, j2) in itertools.pairwise(pairs)
+            if i2 == i1 + 1 and j2 > j1 + 1 and any(
+                s.strip() and s.strip() not in snippet_lines for s in orig[j1 + 1:j2])]

@@ -13,7 +13,7 @@ from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
 from fastapply.merge.guess import guesses
-from fastapply.merge.layout import blank_anchors, weak_edges
+from fastapply.merge.layout import blank_anchors, removed_runs, weak_edges
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
 from fastapply.merge.precision import Removal, removals
@@ -102,6 +102,10 @@ class _Merger:
         # lines (lo, hi) that reading would take, and the finding (judged for the chosen
         # reading only, where the other segments' regions are known; see edges.py)
         self.edges: list[tuple[int, int, Uncertainty]] = []
+        # runs of original lines a placed segment removes by adjacency, between two of
+        # its matched lines: (replacement index, line of it to insert them before, lo,
+        # hi) (a rival reading of an unsure merge keeps one; see merge.readings)
+        self.runs: list[tuple[int, int, int, int]] = []
         # whether the merged file ends with a newline, where a diff says (None: as the
         # original does)
         self.final_newline: bool | None = None
@@ -231,6 +235,8 @@ class _Merger:
                     self.unsure(span[0] + 1, f"{hunk.label}: it ends on new lines with no "
                                              f"marker after it, and original lines "
                                              f"{span[0] + 1}-{span[1]} {what}")
+        self.runs.extend((len(self.replacements), k, lo, hi)
+                         for k, lo, hi in removed_runs(self.orig, p.pairs, self.snippet_lines))
         self.replacements.append(_Replacement(start, end, seg))
         if hunk.marker_before and hunk.marker_after and \
                 inner(seg) == inner(self.orig[start:end]) and \

@@ -141,3 +141,30 @@ def test_a_one_line_change_under_an_anchor_keeps_the_block_under_it() -> None:
     result = apply_snippet(WORKFLOW, snippet)
     assert any("found at several places" in u.message for u in result.uncertain)
     assert WORKFLOW.replace("run: >", "run: |") in readings(WORKFLOW, snippet)
+
+
+AVA = """import test from 'ava';
+
+test('a', t => {
+	t.is(1, 1);
+});
+
+test('b', async t => {
+	const {body} = await get('');
+	t.is(body, '/');
+});
+
+test('c', t => {
+	t.pass();
+});
+"""
+
+
+def test_a_doubted_removal_by_adjacency_has_a_reading_that_keeps_it() -> None:
+    # a() and c() shown back to back: b() goes by adjacency, but `});` recurs in it, so
+    # the merge doubts it; one rival keeps b()
+    snippet = ("// ... existing code ...\ntest('a', t => {\n\tt.is(1, 2);\n});\n\n"
+               "test('c', t => {\n// ... existing code ...\n")
+    result = apply_snippet(AVA, snippet)
+    assert "test('b'" not in result.text and result.uncertain
+    assert AVA.replace("t.is(1, 1)", "t.is(1, 2)") in readings(AVA, snippet)
