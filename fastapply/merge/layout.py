@@ -12,6 +12,7 @@ after a segment: its last line, blank lines, then a marker.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 
 from fastapply.merge.beside import alike
@@ -53,8 +54,8 @@ def blank_anchors(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int],
     matched = dict(pairs)
     found: list[BlankAnchor] = []
 
-    def unshown(lo: int, hi: int) -> bool:
-        lines = [s.strip() for s in orig[lo:hi] if s.strip()]
+    def unshown(lo: int, hi: int) -> bool:  # (``/**``, ``*/``, ``}`` say nothing)
+        lines = [s.strip() for s in orig[lo:hi] if re.search(r"\w", s)]
         return bool(lines) and not any(s in snippet_lines for s in lines)
 
     first, last = nonblank[0], nonblank[-1]
