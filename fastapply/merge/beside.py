@@ -18,6 +18,8 @@ from dataclasses import dataclass
 #: How alike a new line and the original line at its place must be (difflib's ratio of
 #: their stripped text) to read the new line as an edit of it.
 ALIKE = 0.6
+#: The same, for two lines that set different keys.
+ALIKE_KEYS = 0.8
 #: Shortest stripped line compared (``}``, ``end``, ``)`` are alike everywhere).
 SHORTEST = 4
 
@@ -46,17 +48,59 @@ def alike(new: str, old: str) -> bool:
     (True, False, False)
     >>> alike("    description='An ASGI server',", "    description='Fast web APIs',")
     True
-    >>> alike("new_1 = 0", "line_1 = 1")
-    False
+    >>> alike("new_1 = 0", "line_1 = 1"), alike("var Action = Show", "var DefaultAction = Show")
+    (False, True)
     """
     a, b = new.strip(), old.strip()
     if len(a) < SHORTEST or len(b) < SHORTEST or a == b or \
             len(new) - len(new.lstrip()) != len(old) - len(old.lstrip()):
         return False
     ka, kb = _KEY.match(a), _KEY.match(b)
-    if ka and kb:  # two settings: alike if they set one key (new_1 = 0 is no line_1 = 1)
-        return ka.group(1) == kb.group(1)
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= ALIKE
+    if ka and kb and ka.group(1) == kb.group(1):  # one key set twice
+        return True
+    # two settings of other keys must be nearly the same text (``var Action = ShowHelp``
+    # beside ``var DefaultAction = ShowHelp``; ``new_1 = 0`` is no ``line_1 = 1``)
+    least = ALIKE_KEYS if ka and kb else ALIKE
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= least
+
+
+def _reach(news: list[str], olds: list[str], shown: frozenset[str]) -> int:
+    """How many of ``olds`` (original lines outwards from a region's edge) the ``news``
+    (the segment's lines outwards from its last anchor) rewrite, pairing their non-blank
+    lines in order (blank lines on either side skipped): each pair alike or equal, at
+    least one alike, an alike original line not shown elsewhere in the snippet; the
+    blank lines after the last pair are taken as far as the segment has blank lines
+    there. 0 where they do not pair so.
+
+    >>> _reach(["", "# doc", "var A = 1"], ["", "# doc", "var AB = 1", "x = 2"], frozenset())
+    3
+    """
+    j = 0
+    edited = False
+    for new in news:
+        if not new.strip():
+            continue
+        while j < len(olds) and not olds[j].strip():
+            j += 1
+        if j == len(olds):
+            return 0
+        old = olds[j]
+        if new.strip() == old.strip():
+            j += 1
+            continue
+        if not alike(new, old) or old.strip() in shown:
+            return 0
+        edited = True
+        j += 1
+    if not edited:
+        return 0
+    tail = 0  # the segment's blank lines next to its marker
+    while tail < len(news) and not news[len(news) - 1 - tail].strip():
+        tail += 1
+    taken = 0
+    while taken < tail and j + taken < len(olds) and not olds[j + taken].strip():
+        taken += 1
+    return j + taken
 
 
 def beside(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int], ...], start: int,
@@ -74,27 +118,16 @@ def beside(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int], ...], 
     [Beside(side='after', lo=2, hi=3)]
     """
     found: list[Beside] = []
-
-    def count(news: list[str], olds: list[str]) -> int:
-        n = 0
-        while n < min(len(news), len(olds)) and alike(news[n], olds[n]) and \
-                olds[n].strip() not in snippet_lines:
-            n += 1
-        return n
-
     matched = [i for i, _ in pairs if seg[i].strip()]
     if not matched:
         return []
-    last = matched[-1]
-    news = [s for s in seg[last + 1:] if s.strip()]
-    if marker_after and news:
-        n = count(news, orig[end:])
-        if n == len(news):
+    last, first = matched[-1], matched[0]
+    if marker_after and any(s.strip() for s in seg[last + 1:]):
+        n = _reach(seg[last + 1:], orig[end:], snippet_lines)
+        if n:
             found.append(Beside("after", end, end + n))
-    first = matched[0]
-    news = [s for s in seg[:first] if s.strip()][::-1]
-    if marker_before and news:
-        n = count(news, orig[:start][::-1])
-        if n == len(news):
+    if marker_before and any(s.strip() for s in seg[:first]):
+        n = _reach(seg[:first][::-1], orig[:start][::-1], snippet_lines)
+        if n:
             found.append(Beside("before", start - n, start))
     return found

@@ -168,3 +168,31 @@ def test_a_doubted_removal_by_adjacency_has_a_reading_that_keeps_it() -> None:
     result = apply_snippet(AVA, snippet)
     assert "test('b'" not in result.text and result.uncertain
     assert AVA.replace("t.is(1, 1)", "t.is(1, 2)") in readings(AVA, snippet)
+
+
+GO = """package cli
+
+import "os"
+
+// The action to execute when no subcommands are specified
+var DefaultAction = ShowHelp
+
+func Run(args []string) {
+	DefaultAction("")
+}
+
+func ShowHelp(name string) {
+	os.Exit(0)
+}
+"""
+
+
+def test_a_renamed_declaration_shown_with_its_comment_replaces_the_old_one() -> None:
+    # the comment is the original's, the declaration renamed: read literally both the
+    # comment and the declaration are new lines beside the old ones (doubled)
+    snippet = ("// ... existing code ...\n\n// The action to execute when no subcommands are "
+               "specified\nvar Action = ShowHelp\n\nfunc Run(args []string) {\n"
+               "\tAction(\"\")\n}\n// ... existing code ...\n")
+    result = apply_snippet(GO, snippet)
+    assert result.text == GO.replace("DefaultAction", "Action")
+    assert any("nearly equal original lines" in u.message for u in result.uncertain)
