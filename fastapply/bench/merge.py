@@ -5,7 +5,11 @@ also counts exact merges that were flagged unsure (the deterministic server runt
 refuses those), **served exact** merges (exact and not flagged: what a user gets), wrong
 merges that were not flagged (it would return those as merged: the figure to drive to
 zero, as a count and a rate), the merge time per record (p50/p95 ms), and lists the first
-failing ids. ``--by-language`` adds the same figures per language.
+failing ids. Of the flagged wrong merges it counts those whose truth is one of the merge's
+rival readings (``wrong_flagged_rival``; the time to build them is in the merge time), and
+the **ceiling**: the share of flagged merges with the truth among their readings (chosen
+or rival), what a witness that picks among them could serve at best. ``--by-language``
+adds the same figures per language.
 
 With ``--regenerate`` it also merges lazy snippets rebuilt from each record's true change
 with 1, 2 and 3 lines of context (:func:`lazy_snippet`): the same files, other snippets,
@@ -118,24 +122,32 @@ class _Tally:
 
     def __init__(self) -> None:
         self.exact = self.flagged_exact = self.flagged_wrong = self.silent = self.errors = 0
+        self.flagged_rival = 0  # flagged, wrong, and the truth is one of its rival readings
         self.total = 0
 
     def add(self, outcome: str) -> None:
         self.total += 1
+        if outcome == "flagged_rival":
+            self.flagged_rival += 1
+            outcome = "flagged_wrong"
         setattr(self, outcome, getattr(self, outcome) + 1)
 
     def figures(self) -> dict[str, Any]:
         total = self.total or 1
         exact = self.exact + self.flagged_exact
+        unsure = self.flagged_exact + self.flagged_wrong
         return {"exact": exact, "total": self.total, "exact_rate": exact / total,
                 "served_exact": self.exact, "served_exact_rate": self.exact / total,
                 "exact_but_flagged": self.flagged_exact, "wrong_flagged": self.flagged_wrong,
+                "wrong_flagged_rival": self.flagged_rival,
+                "ceiling": (self.flagged_exact + self.flagged_rival) / (unsure or 1),
                 "wrong_unflagged": self.silent, "wrong_unflagged_rate": self.silent / total,
                 "parse_errors": self.errors}
 
 
 COLUMNS = ["exact_rate", "served_exact_rate", "exact_but_flagged", "wrong_flagged",
-           "wrong_unflagged", "wrong_unflagged_rate", "parse_errors"]
+           "wrong_flagged_rival", "ceiling", "wrong_unflagged", "wrong_unflagged_rate",
+           "parse_errors"]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -186,6 +198,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 outcome = ("flagged_" if result.uncertain else "") + \
                     ("exact" if right else "wrong")
                 outcome = "silent" if outcome == "wrong" else outcome
+                if outcome == "flagged_wrong" and any(
+                        c.text == rec["updated"] for c in result.with_readings().candidates):
+                    outcome = "flagged_rival"
                 why = "; ".join(u.message for u in result.uncertain)[:90] \
                     or "differs, not flagged"
             merge_ms.append((time.perf_counter() - start) * 1000)
