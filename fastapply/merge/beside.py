@@ -15,6 +15,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from fastapply.merge.definitions import defined_name
+
 #: How alike a new line and the original line at its place must be (difflib's ratio of
 #: their stripped text) to read the new line as an edit of it.
 ALIKE = 0.6
@@ -50,10 +52,16 @@ def alike(new: str, old: str) -> bool:
     True
     >>> alike("new_1 = 0", "line_1 = 1"), alike("var Action = Show", "var DefaultAction = Show")
     (False, True)
+    >>> alike("def zzz():", "def a():"), alike("func F(t T) {", "func F(t *testing.T) {")
+    (False, True)
     """
     a, b = new.strip(), old.strip()
     if len(a) < SHORTEST or len(b) < SHORTEST or a == b or \
             len(new) - len(new.lstrip()) != len(old) - len(old.lstrip()):
+        return False
+    da, db = defined_name(new), defined_name(old)
+    if da and db and difflib.SequenceMatcher(  # two definitions of two names (not a typo)
+            None, da.split()[-1], db.split()[-1], autojunk=False).ratio() < ALIKE_KEYS:
         return False
     ka, kb = _KEY.match(a), _KEY.match(b)
     if ka and kb and ka.group(1) == kb.group(1):  # one key set twice
@@ -64,7 +72,7 @@ def alike(new: str, old: str) -> bool:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= least
 
 
-def _reach(news: list[str], olds: list[str], shown: frozenset[str]) -> int:
+def reach(news: list[str], olds: list[str], shown: frozenset[str]) -> int:
     """How many of ``olds`` (original lines outwards from a region's edge) the ``news``
     (the segment's lines outwards from its last anchor) rewrite, pairing their non-blank
     lines in order (blank lines on either side skipped): each pair alike or equal, at
@@ -72,7 +80,7 @@ def _reach(news: list[str], olds: list[str], shown: frozenset[str]) -> int:
     blank lines after the last pair are taken as far as the segment has blank lines
     there. 0 where they do not pair so.
 
-    >>> _reach(["", "# doc", "var A = 1"], ["", "# doc", "var AB = 1", "x = 2"], frozenset())
+    >>> reach(["", "# doc", "var A = 1"], ["", "# doc", "var AB = 1", "x = 2"], frozenset())
     3
     """
     j = 0
@@ -123,11 +131,11 @@ def beside(orig: list[str], seg: list[str], pairs: tuple[tuple[int, int], ...], 
         return []
     last, first = matched[-1], matched[0]
     if marker_after and any(s.strip() for s in seg[last + 1:]):
-        n = _reach(seg[last + 1:], orig[end:], snippet_lines)
+        n = reach(seg[last + 1:], orig[end:], snippet_lines)
         if n:
             found.append(Beside("after", end, end + n))
     if marker_before and any(s.strip() for s in seg[:first]):
-        n = _reach(seg[:first][::-1], orig[:start][::-1], snippet_lines)
+        n = reach(seg[:first][::-1], orig[:start][::-1], snippet_lines)
         if n:
             found.append(Beside("before", start - n, start))
     return found

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from fastapply.merge.beside import beside
+from fastapply.merge.beside import beside, reach
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
@@ -497,6 +497,15 @@ class _Merger:
                     self.pos)
             line = self._near[hunk, self.pos]
             where = line - 1
+            n = reach(seg, self.orig[where:], self.snippet_lines)
+            if n and not self._doubt(hunk, "beside unplaced", where, (
+                    f"no line of it matches the original, but its lines nearly equal "
+                    f"original lines {line}-{where + n} ({self.orig[where].strip()[:60]!r}), "
+                    f"so they replace them; if they are added beside them, show those lines "
+                    f"too, unchanged")):
+                self.replacements.append(_Replacement(where, where + n, seg))
+                self.pos = where + n
+                return
         self.unsure(line, f"{hunk.label}: no line of it matches the original; inserted "
                           f"at line {where + 1}, closest match at line {line}; nothing removed",
                     local=False)

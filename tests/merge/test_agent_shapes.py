@@ -196,3 +196,18 @@ def test_a_renamed_declaration_shown_with_its_comment_replaces_the_old_one() -> 
     result = apply_snippet(GO, snippet)
     assert result.text == GO.replace("DefaultAction", "Action")
     assert any("nearly equal original lines" in u.message for u in result.uncertain)
+
+
+ASSERTS = "".join(f"// {name} asserts.\nfunc {name}(t *testing.T, a, b interface{{}}) bool {{\n"
+                  f"\treturn a == b\n}}\n\n" for name in ("Equal", "Exactly", "NotNil"))
+
+
+def test_a_changed_line_alone_between_markers_replaces_the_line_it_edits() -> None:
+    # no line of the segment is in the original: it is inserted where it matches best,
+    # beside the line it edits, unless read as replacing that line (unsure)
+    snippet = ("// ... existing code ...\nfunc Exactly(t TestingT, a, b interface{}) bool {\n"
+               "// ... existing code ...\n")
+    result = apply_snippet(ASSERTS, snippet)
+    assert result.text == ASSERTS.replace("Exactly(t *testing.T", "Exactly(t TestingT")
+    assert any("no line of it matches the original, but its lines nearly equal" in u.message
+               for u in result.uncertain)
