@@ -101,8 +101,9 @@ def is_marker(line: str) -> bool:
 
 
 #: Words of a marker that say the lines it stands for were taken out ("// ... removed the
-#: old handler ...", "<!-- ... section deleted ... -->"): a marker keeps lines, so such a
-#: snippet does not show which lines go (whole words: ``removedItems`` is a name).
+#: old handler ...", "<!-- ... section deleted ... -->"): unlike other markers it keeps no
+#: lines; the lines on its two sides follow each other (:func:`.edits.parse_edit`; whole
+#: words: ``removedItems`` is a name).
 _REMOVAL_WORDS = re.compile(r"\b(?:removed|deleted|dropped|remove|delete)\b", re.IGNORECASE)
 _PAST = {"remove": "removed", "delete": "deleted"}
 
