@@ -198,3 +198,25 @@ def removed_runs(orig: list[str], pairs: tuple[tuple[int, int], ...],
     return [(i2, j1 + 1, j2) for (i1, j1), (i2, j2) in itertools.pairwise(pairs)
             if i2 == i1 + 1 and j2 > j1 + 1 and any(
                 s.strip() and s.strip() not in snippet_lines for s in orig[j1 + 1:j2])]
+
+
+def shown_from(orig: list[str], head: list[str], start: int, first: int) -> int:
+    """Where in ``orig[start:first]`` a segment's unmatched first lines ``head`` stand as
+    they are, in order and from its first line on (blank lines aside): the original line
+    (0-based) its first line is, or -1. A segment with no marker before it is read as
+    starting the file; if its first lines are the original's own, further down, it starts
+    there, and the lines above it (which it never shows) stay.
+
+    >>> shown_from(["import a", "import b", "import c", "", "x = 1"], ["import b",
+    ...            "import c", ""], 0, 4)
+    1
+    """
+    lines = [s.strip() for s in head if s.strip()]
+    if not lines:
+        return -1
+    at = [j for j in range(start, first) if orig[j].strip() == lines[0]]
+    for j in at[:1]:
+        rest = [s.strip() for s in orig[j:first] if s.strip()]
+        if rest[:len(lines)] == lines:  # (what follows them up to ``first`` it removes)
+            return j if j > start else -1
+    return -1

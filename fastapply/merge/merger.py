@@ -13,7 +13,7 @@ from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
 from fastapply.merge.guess import guesses
-from fastapply.merge.layout import blank_anchors, removed_runs, weak_edges
+from fastapply.merge.layout import blank_anchors, removed_runs, shown_from, weak_edges
 from fastapply.merge.lazy import nonblank_matches, place
 from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
 from fastapply.merge.precision import Removal, removals
@@ -143,8 +143,18 @@ class _Merger:
                 p = p.alternative
         (start, first), (last, end) = p.start, p.end
         i0, i1 = p.pairs[0][0], p.pairs[-1][0]
-        if start < first and (i0 == 0 or first - start > max(3, 2 * i0)
-                              or header_left_out(self.orig[start:first], seg[:i0])) and \
+        # its first lines, left unmatched, are the original's own lines above its first
+        # match (context the alignment let go): it starts mid-file, like a first match
+        shown = shown_from(self.orig, seg[:i0], start, first) if start < first else -1
+        if shown >= 0 and not hunk.marker_before and not self._moved(start, shown):
+            self.unsure(shown + 1, f"{hunk.label}: no marker comes before it but its first "
+                                   f"line is original line {shown + 1}, so lines "
+                                   f"{start + 1}-{shown} were kept; add a marker")
+            if (hunk.number, "before") not in self.edge_flips:
+                start = shown
+            self.edge_choices.append((hunk.number, "before"))
+        elif start < first and (i0 == 0 or first - start > max(3, 2 * i0)
+                                or header_left_out(self.orig[start:first], seg[:i0])) and \
                 not self._moved(start, first):
             # lines disputed from the file's first line: a window of them cannot show the
             # model that the file starts there, so the whole file is witnessed

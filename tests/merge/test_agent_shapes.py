@@ -211,3 +211,21 @@ def test_a_changed_line_alone_between_markers_replaces_the_line_it_edits() -> No
     assert result.text == ASSERTS.replace("Exactly(t *testing.T", "Exactly(t TestingT")
     assert any("no line of it matches the original, but its lines nearly equal" in u.message
                for u in result.uncertain)
+
+
+IMPORTS = ("import base64\nimport string\nimport struct\n\nfrom ._compat import text_type\n"
+           "from .exc import BadData\n\n\ndef want_bytes(s):\n    if isinstance(s, text_type):\n"
+           "        s = s.encode()\n    return s\n\n\ndef other():\n    pass\n")
+
+
+def test_a_snippet_without_a_leading_marker_that_starts_at_the_files_second_line() -> None:
+    # no marker before it: read as the file's start, `import base64` would go (certain);
+    # its first lines are the original's own, further down, so it starts there (unsure)
+    snippet = ("import string\nimport struct\n\nfrom .exc import BadData\n\n\n"
+               "def want_bytes(s):\n    if isinstance(s, str):\n        s = s.encode()\n"
+               "    return s\n# ... existing code ...\n")
+    result = apply_snippet(IMPORTS, snippet)
+    assert result.text == IMPORTS.replace("from ._compat import text_type\n", "").replace(
+        "text_type)", "str)")
+    assert "no marker comes before it but its first line is original line 2" in \
+        result.uncertain[0].message
