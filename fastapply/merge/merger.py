@@ -188,6 +188,12 @@ class _Merger:
             if (i1 == len(seg) - 1) != ((hunk.number, "after") in self.edge_flips):
                 end = last
             self.edge_choices.append((hunk.number, "after"))
+        if hunk.marker_before and not hunk.marker_after and end >= self.eof and \
+                i1 < len(seg) - 1 and seg[-1].strip():
+            # it runs to the file's end on new lines: the blank lines that end the file are
+            # its layout, not lines the snippet removes by leaving them out
+            while end > last and not self.orig[end - 1].strip():
+                end -= 1
         if implied and top_fragment(seg, self.orig, self.eof, p.pairs, end):
             # as long as half the file and from its first line: the whole new file, cut
             # short (the rest removed), or its first part (the rest kept)?

@@ -229,3 +229,11 @@ def test_a_snippet_without_a_leading_marker_that_starts_at_the_files_second_line
         "text_type)", "str)")
     assert "no marker comes before it but its first line is original line 2" in \
         result.uncertain[0].message
+
+
+def test_the_blank_line_that_ends_the_file_stays_after_a_changed_last_line() -> None:
+    # no marker after it and its last line changed: it runs to the file's end, but the
+    # file's closing blank line is layout, not a line the snippet removes
+    original = "steps:\n  - name: a\n    uses: x@1\n\n  - name: b\n    uses: y@1\n\n"
+    snippet = "# ... existing code ...\n  - name: b\n    uses: y@2\n"
+    assert apply_snippet(original, snippet).text == original.replace("y@1", "y@2")
