@@ -61,7 +61,7 @@ def alike(new: str, old: str) -> bool:
         return False
     da, db = defined_name(new), defined_name(old)
     if da and db and difflib.SequenceMatcher(  # two definitions of two names (not a typo)
-            None, da.split()[-1], db.split()[-1], autojunk=False).ratio() < ALIKE_KEYS:
+            None, da.split()[-1], db.split()[-1], autojunk=False).ratio() < ALIKE:
         return False
     ka, kb = _KEY.match(a), _KEY.match(b)
     if ka and kb and ka.group(1) == kb.group(1):  # one key set twice
