@@ -22,6 +22,8 @@ from fastapply.merge.definitions import defined_name
 ALIKE = 0.6
 #: The same, for two lines that set different keys.
 ALIKE_KEYS = 0.8
+#: Characters of each line compared (difflib is quadratic in them).
+LONGEST = 400
 #: Shortest stripped line compared (``}``, ``end``, ``)`` are alike everywhere).
 SHORTEST = 4
 
@@ -60,8 +62,7 @@ def alike(new: str, old: str) -> bool:
             len(new) - len(new.lstrip()) != len(old) - len(old.lstrip()):
         return False
     da, db = defined_name(new), defined_name(old)
-    if da and db and difflib.SequenceMatcher(  # two definitions of two names (not a typo)
-            None, da.split()[-1], db.split()[-1], autojunk=False).ratio() < ALIKE:
+    if da and db and not _ratio(da.split()[-1], db.split()[-1], ALIKE):  # two names
         return False
     ka, kb = _KEY.match(a), _KEY.match(b)
     if ka and kb and ka.group(1) == kb.group(1):  # one key set twice
@@ -69,7 +70,14 @@ def alike(new: str, old: str) -> bool:
     # two settings of other keys must be nearly the same text (``var Action = ShowHelp``
     # beside ``var DefaultAction = ShowHelp``; ``new_1 = 0`` is no ``line_1 = 1``)
     least = ALIKE_KEYS if ka and kb else ALIKE
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= least
+    return _ratio(a, b, least)
+
+
+def _ratio(a: str, b: str, least: float) -> bool:
+    """difflib's ratio of ``a`` and ``b`` reaches ``least`` (their first LONGEST
+    characters compared: a minified line must not cost seconds), the cheap bounds first."""
+    m = difflib.SequenceMatcher(None, a[:LONGEST], b[:LONGEST], autojunk=False)
+    return m.real_quick_ratio() >= least and m.quick_ratio() >= least and m.ratio() >= least
 
 
 def reach(news: list[str], olds: list[str], shown: frozenset[str]) -> int:

@@ -186,3 +186,15 @@ def test_the_deterministic_service_refuses_a_flagged_merge() -> None:
         service.apply(PY, "... existing code ...\ndef b():\n    return 3\n")
     assert service.apply(PY, "# ...\ndef b():\n    return 3\n").merged_code == \
         PY.replace("return 2", "return 3")
+
+
+@pytest.mark.parametrize(("line", "inside"), [
+    ("f(a, // ... existing ..., b);", True), ("  login(/* ... rest ... */) {", True),
+    ("    // ... existing code ...", False), ("x = 1  # ... same as before", True),
+    ("var y = '" + "ab" * 5000 + "';", False), ("#... existing", False)])
+def test_a_marker_inside_a_line_is_found_after_code_only(line: str, inside: bool) -> None:
+    # (looked for without a leading `\S.*?`, which made the search quadratic in the
+    # line: 43 s for a 1.2 MB file of 40,000-character lines, now 0.1 s)
+    from fastapply.merge.precision import _inline_marker
+
+    assert _inline_marker(line) is inside
