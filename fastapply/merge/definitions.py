@@ -5,7 +5,7 @@ names, Markdown headings, ...): what a placement removes that the segment never 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from fastapply.merge.lines import _WORD
 
@@ -166,28 +166,17 @@ def defined_name(line: str) -> str | None:
     return None
 
 
-_STRIPPED: list[tuple[Sequence[str], frozenset[str]]] = []  # the last original's lines
-
-
-def _stripped(orig: Sequence[str]) -> frozenset[str]:
-    """The original's lines, stripped, built once per original (a merge asks for every
-    segment it places: 400 segments of a 20,000-line file spent 2.4 s building it anew)."""
-    entry = _STRIPPED[0] if _STRIPPED else None
-    if entry is None or entry[0] is not orig:  # (a local entry: safe beside other threads)
-        entry = (orig, frozenset(s.strip() for s in orig))
-        _STRIPPED[:] = [entry]
-    return entry[1]
-
-
-def second_definition(seg: Sequence[str], orig: Sequence[str], start: int, end: int
-                      ) -> tuple[int, str] | None:
+def second_definition(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
+                      have: Container[str] | None = None) -> tuple[int, str] | None:
     """A definition header of ``seg`` that is new (its line is not in the original) and
     names the one definition the original has of that name (same indentation, keyword
     and name) outside ``orig[start:end]`` and none inside: placed there, the segment adds
     a second copy beside the old one (a rewritten method whose parameters changed, shown
     after a marker, read as new code). A name defined several times (test-local helpers,
     overloads) and a helper inside a new definition are left alone. Returns (0-based
-    original line of the old one, name).
+    original line of the old one, name). ``have``: the original's lines, stripped, where
+    the caller holds them (the merger's line table: built once a merge, not once a
+    segment).
 
     >>> orig = ["class A:", "    def f(self, a):", "        return a", "", "    def g(self):",
     ...         "        pass"]
@@ -199,7 +188,8 @@ def second_definition(seg: Sequence[str], orig: Sequence[str], start: int, end: 
     heads = [line for line in seg if defined_name(line)]
     if not heads:  # (the original's lines are read only where the segment defines a name)
         return None
-    have = _stripped(orig)
+    if have is None:
+        have = {s.strip() for s in orig}
     outer = None  # indentation of the last new definition (its local helpers are new too)
     for line in heads:
         name = defined_name(line) if line.strip() not in have else None

@@ -26,7 +26,7 @@ deterministic runtime refuses the merge instead of returning one reading of seve
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from fastapply.merge.definitions import removed_definitions, second_definition
 from fastapply.merge.precision import _LOOKALIKE
@@ -45,11 +45,12 @@ _COMMENT = re.compile(r"^\s*(?://|#|/\*|\*|--|<!--|@\w)")
 
 def guesses(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
             pairs: Sequence[tuple[int, int]], implied: bool, shown: frozenset[str],
-            label: str) -> list[tuple[int, str]]:
+            label: str, have: Container[str] | None = None) -> list[tuple[int, str]]:
     """Findings (1-based original line, message) for one placed segment: ``seg``
     replaces ``orig[start:end]`` with ``pairs`` (segment line, original line) matched;
     ``implied``: the snippet has no marker and is read as a fragment; ``shown``: the
-    snippet's non-blank lines, stripped.
+    snippet's non-blank lines, stripped; ``have``: the original's, where the caller holds
+    them.
 
     >>> orig = ["def f(x):", "    y = x", "    return y", "", "def g():", "    pass"]
     >>> guesses(["def f(x):", "    return x"], orig, 0, 1, [(0, 0)], True, frozenset(),
@@ -111,7 +112,7 @@ def guesses(seg: Sequence[str], orig: Sequence[str], start: int, end: int,
                 f"alone; a blank line is found everywhere, so the snippet does not show "
                 f"this removal; show a non-blank line of unchanged context next to it")))
             break
-    second = second_definition(seg, orig, start, end)
+    second = second_definition(seg, orig, start, end, have)
     if second is not None:
         found.append((second[0] + 1, (
             f"{label}: placed at lines {start + 1}-{end}, it adds {second[1].strip()!r} "

@@ -303,7 +303,8 @@ class _Merger:
                                    f"places; show a unique line of unchanged context next "
                                    f"to it")
         for line, message in guesses(seg, self.orig, start, end, p.pairs, implied,
-                                     self.snippet_lines, hunk.label):
+                                     self.snippet_lines, hunk.label,
+                                     self._positions(key_loose)):
             self.unsure(line, message)
         between = hunk.marker_before and hunk.marker_after
         if p.rival < 0 and not misfit and (between or self.mixed) and \
