@@ -30,6 +30,21 @@ from fastapply.merge.text import (
 from fastapply.merge.whole import header_left_out, looks_whole, top_fragment
 
 
+def _cut(p: Placement, side: str, at: int, shift: bool = False) -> Placement:
+    """``p`` with the matched pairs of segment lines before ``at`` ("before": what is cut
+    from the segment's start; ``shift``: the segment loses those lines, so the rest are
+    renumbered) or from ``at`` on ("after") taken out.
+
+    >>> _cut(Placement((0, 0), (3, 3), ((0, 0), (1, 1), (2, 2))), "before", 1, shift=True).pairs
+    ((0, 1), (1, 2))
+    """
+    if side == "before":
+        pairs = tuple((i - at if shift else i, j) for i, j in p.pairs if i >= at)
+    else:
+        pairs = tuple((i, j) for i, j in p.pairs if i < at)
+    return replace(p, pairs=pairs)
+
+
 @dataclass(frozen=True)
 class Uncertainty:
     """A place where the merge had to guess."""
@@ -147,12 +162,10 @@ class _Merger:
         # match (context the alignment let go): it starts mid-file, like a first match
         shown = shown_from(self.orig, seg[:i0], start, first) if start < first else -1
         if shown >= 0 and not hunk.marker_before and not self._moved(start, shown):
-            self.unsure(shown + 1, f"{hunk.label}: no marker comes before it but its first "
-                                   f"line is original line {shown + 1}, so lines "
-                                   f"{start + 1}-{shown} were kept; add a marker")
-            if (hunk.number, "before") not in self.edge_flips:
+            if not self._doubt(hunk, "before", shown, (
+                    f"no marker comes before it but its first line is original line "
+                    f"{shown + 1}, so lines {start + 1}-{shown} were kept; add a marker")):
                 start = shown
-            self.edge_choices.append((hunk.number, "before"))
         elif start < first and (i0 == 0 or first - start > max(3, 2 * i0)
                                 or header_left_out(self.orig[start:first], seg[:i0])) and \
                 not self._moved(start, first):
@@ -368,10 +381,10 @@ class _Merger:
                     f"; show a unique line of unchanged context next to the change")) == keep:
                 continue
             if w.side == "after":
-                end, pairs = w.edge, tuple((i, j) for i, j in p.pairs if i < w.cut)
+                end = w.edge
             else:
-                start, pairs = w.edge, tuple((i, j) for i, j in p.pairs if i >= w.cut)
-            p = replace(p, pairs=pairs)
+                start = w.edge
+            p = _cut(p, w.side, w.cut)
         return start, end, p
 
     def _beside(self, start: int, end: int, seg: list[str], p: Placement, hunk: Hunk
@@ -414,13 +427,11 @@ class _Merger:
                     f"{'if the edit removes them' if keep else 'if they stay'}, show the "
                     f"unchanged line on their other side as context")) == keep:
                 continue
-            if a.side == "before":
-                start, seg = a.edge, seg[a.cut:]
-                pairs = tuple((i - a.cut, j) for i, j in p.pairs if i >= a.cut)
+            if a.side == "before":  # the blank lines beside the marker go with it
+                start, seg, p = a.edge, seg[a.cut:], _cut(p, "before", a.cut, shift=True)
             else:
                 end, seg = a.edge, seg[:len(seg) - a.cut]
-                pairs = tuple((i, j) for i, j in p.pairs if i < len(seg))
-            p = replace(p, pairs=pairs)
+                p = _cut(p, "after", len(seg))
         return start, end, seg, p
 
     def _blank_edges(self, start: int, end: int, pairs: tuple[tuple[int, int], ...],
