@@ -16,6 +16,8 @@ MODULES = [
     "fastapply.merge.costs", "fastapply.merge.lines", "fastapply.merge.locate",
     "fastapply.merge.align", "fastapply.merge.definitions", "fastapply.merge.text",
     "fastapply.merge.guess", "fastapply.merge.indent", "fastapply.merge.precision",
+    "fastapply.merge.layout", "fastapply.merge.beside", "fastapply.merge.removal",
+    "fastapply.merge.merger",
     "fastapply.corpus.languages", "fastapply.corpus.snippets", "fastapply.corpus.split",
     "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.server.model_repo",
     "fastapply.server.http.guard", "fastapply.server.http.generate", "fastapply.server.http.checks",
