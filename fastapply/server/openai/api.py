@@ -28,11 +28,15 @@ from typing import Any
 
 from fastapply.metrics import Stats
 from fastapply.server.http.checks import lone_surrogate
+from fastapply.server.openai import anchors
+from fastapply.server.openai.escaping import Escaper, detect, unescape
 
 #: Model names /v1/models lists; any other name is accepted as well.
 MODEL_IDS = ("fast_apply", "auto", "morph-v3-fast", "morph-v3-large", "relace-apply-3")
 #: Largest max_tokens accepted (the Triton tensor is INT32).
 MAX_TOKENS_LIMIT = 2**31 - 1
+#: The tags a Kortix FastApply prompt asks its answer to be wrapped in.
+ANSWER_TAGS = ("<updated-code>", "</updated-code>")
 
 
 class ApiError(Exception):
@@ -68,6 +72,26 @@ class MergeRequest:
     model: str = "fast_apply"
     #: stream_options.include_usage: a last chunk with the usage (OpenAI streaming).
     include_usage: bool = False
+    #: Answer inside <updated-code> tags (the request's prompt asks for them: Kortix).
+    wrap: bool = False
+    #: The XML escaping the file and snippet came in; the answer carries it too.
+    escaping: Escaper | None = None
+
+    def opening(self) -> str:
+        """What the answer starts with, before the file."""
+        return ANSWER_TAGS[0] if self.wrap else ""
+
+    def closing(self) -> str:
+        """What the answer ends with, after the file."""
+        return ANSWER_TAGS[1] if self.wrap else ""
+
+    def text(self, merged: str) -> str:
+        """A piece of the merged file as the client reads it (escaped as it came)."""
+        return self.escaping.escape(merged) if self.escaping else merged
+
+    def answer(self, merged: str) -> str:
+        """The whole answer for the merged file."""
+        return self.opening() + self.text(merged) + self.closing()
 
 
 # -- request parsing ------------------------------------------------------------------
@@ -177,46 +201,114 @@ def _instruction(text: str) -> tuple[int, str, int] | None:
     return best
 
 
-_SEPARATOR = re.compile(r"</code>\s*<update>")
+_AFTER_CODE = re.compile(r"</code>\s*<update>")
+_AFTER_UPDATE = re.compile(r"</update>\s*<code>")
 _FENCE = re.compile(r"\A\s*```[^\n`]*\n(.*\n)```\s*\Z", re.DOTALL)
 
 
-def split_tags(text: str) -> tuple[str | None, str | None, str | None]:
-    """(instruction, code, update) of a Morph/Relace message; None where a tag is absent.
+@dataclass(frozen=True)
+class Tags:
+    """What a message's tags frame: the instruction, the file, the snippet (None where
+    absent), and the prose: the message outside the file and the snippet, where a prompt
+    says how it wants its answer."""
 
-    Tags are read in their documented order; the file may itself contain tag-like text,
-    so the code ends at the one ``</code>`` followed by ``<update>``, and a message holding
-    that pair twice is refused rather than guessed.
+    instruction: str | None
+    code: str | None
+    update: str | None
+    prose: str
+
+
+def _opening(text: str, tag: str, before: int) -> int:
+    """Where the ``tag`` that opens a frame ending at ``before`` starts: the first one that
+    begins a line (after spaces or tabs), since prose that mentions a tag ("merge the
+    <update> into the <code> below") has words before it; else the first one; -1 if none.
+    Linear: each look back stops at the first character that is not a space or tab."""
+    first = at = text.find(tag, 0, before)
+    while at >= 0:
+        back = at - 1
+        while back >= 0 and text[back] in " \t":
+            back -= 1
+        if back < 0 or text[back] == "\n":
+            return at
+        at = text.find(tag, at + 1, before)
+    return first
+
+
+def _frame(text: str, sep: re.Match[str], first: str, last: str
+           ) -> tuple[int, int, int] | None:
+    """(start, end) of a ``<first>...</first><last>...</last>`` frame around ``sep``, the
+    one place the first tag's close meets the second's opening, as (start of the opening
+    tag, end of the closing tag, end of the text before it); None where either is missing."""
+    start = _opening(text, f"<{first}>", sep.start())
+    close = text.rfind(f"</{last}>")
+    if start < 0 or close < sep.end():
+        return None
+    return start, close + len(last) + 3, close
+
+
+def read_tags(text: str) -> Tags:
+    """The file and snippet of a Morph/Relace or Kortix FastApply message.
+
+    The file is what stands between the ``<code>`` and ``</code>`` that frame it next to an
+    ``<update>`` block, in either order. The file and snippet may themselves hold tag-like
+    text, so the code ends at the one ``</code>`` followed by ``<update>`` (or starts at the
+    one ``<code>`` after ``</update>``); a message holding such a meeting twice, or both
+    orders, is refused rather than guessed. Where a message mentions the tags in prose, the
+    opening tag is the one that begins a line. An ``<instruction>`` before the tags is read.
 
     >>> split_tags("<code>a <code>b</code>\\n</code>\\n<update>c</update>")
     (None, 'a <code>b</code>\\n', 'c')
+    >>> tags = read_tags("Merge the <update> into the <code> below.\\n<update>u</update>\\n"
+    ...                  "<code>f\\n</code>\\nDone.")
+    >>> (tags.code, tags.update, tags.prose)
+    ('f\\n', 'u', 'Merge the <update> into the <code> below.\\n\\nDone.')
+    """
+    instruction = None
+    prose = ""
+    found = _instruction(text)
+    tag_at = min((i for i in (text.find("<code>"), text.find("<update>")) if i >= 0),
+                 default=-1)
+    if found is not None and (tag_at < 0 or found[0] < tag_at):
+        instruction = found[1].strip() or None
+        prose, text = text[:found[2]], text[found[2]:]
+    readings = []
+    for pattern, first, last in ((_AFTER_CODE, "code", "update"),
+                                 (_AFTER_UPDATE, "update", "code")):
+        seps = list(pattern.finditer(text))
+        if len(seps) > 1:
+            raise ApiError(400, f"the message holds '</{first}>' followed by '<{last}>' more "
+                                f"than once, so where the file ends is ambiguous; send the "
+                                f"file as prediction.content or use POST /v1/code/apply",
+                           param="messages", code="ambiguous_tags")
+        frame = _frame(text, seps[0], first, last) if seps else None
+        if frame is not None:
+            start, end, close = frame
+            inner = (text[start + len(first) + 2:seps[0].start()], text[seps[0].end():close])
+            readings.append((inner if first == "code" else inner[::-1],
+                             prose + text[:start] + text[end:]))
+    if len(readings) > 1:
+        raise ApiError(400, "the message holds both '</code>' followed by '<update>' and "
+                            "'</update>' followed by '<code>', so which is the file is "
+                            "ambiguous; send the file as prediction.content or use POST "
+                            "/v1/code/apply", param="messages", code="ambiguous_tags")
+    if readings:
+        (code, snippet), outside = readings[0]
+        return Tags(instruction, code, snippet, outside)
+    start, end = text.find("<update>"), text.rfind("</update>")
+    if 0 <= start < end:
+        return Tags(instruction, None, text[start + len("<update>"):end],
+                    prose + text[:start] + text[end + len("</update>"):])
+    return Tags(instruction, None, None, prose + text)
+
+
+def split_tags(text: str) -> tuple[str | None, str | None, str | None]:
+    """(instruction, code, update) of :func:`read_tags`.
+
     >>> split_tags("<update>only</update>")
     (None, None, 'only')
     """
-    instruction = None
-    found = _instruction(text)
-    code_at = text.find("<code>")
-    if found is not None and (code_at < 0 or found[0] < code_at):
-        instruction = found[1].strip() or None
-        text = text[found[2]:]
-    seps = list(_SEPARATOR.finditer(text))
-    if len(seps) > 1:
-        raise ApiError(400, "the message holds '</code>' followed by '<update>' more than "
-                            "once, so where the file ends is ambiguous; send the file as "
-                            "prediction.content or use POST /v1/code/apply",
-                       param="messages", code="ambiguous_tags")
-    code = update = None
-    if seps:
-        start = text.find("<code>")
-        end = text.rfind("</update>")
-        if 0 <= start < seps[0].start() and end >= seps[0].end():
-            code = text[start + len("<code>"):seps[0].start()]
-            update = text[seps[0].end():end]
-    elif "<update>" in text:
-        start, end = text.find("<update>"), text.rfind("</update>")
-        if end > start:
-            update = text[start + len("<update>"):end]
-    return instruction, code, update
+    tags = read_tags(text)
+    return tags.instruction, tags.code, tags.update
 
 
 def _last_user_message(messages: Any) -> str:
@@ -244,9 +336,9 @@ def _prediction(body: dict[str, Any]) -> str | None:
     return _text(prediction.get("content"), "prediction.content")
 
 
-def parse_chat(body: dict[str, Any]) -> MergeRequest:
-    """A chat-completions body (Morph/Relace tags or Predicted Outputs) -> MergeRequest."""
-    model = _typed(body, "model", str, "a string") or "fast_apply"
+def _options(body: dict[str, Any]) -> tuple[str | None, bool, bool, int | None]:
+    """(model, stream, include_usage, max_tokens) of a chat or text completion body."""
+    model = _typed(body, "model", str, "a string")
     stream = bool(_typed(body, "stream", bool, "true or false"))
     n = _typed(body, "n", int, "an integer")
     if n not in (None, 1):
@@ -254,9 +346,81 @@ def parse_chat(body: dict[str, Any]) -> MergeRequest:
                        param="n", code="invalid_value")
     options = _typed(body, "stream_options", dict, "an object") or {}
     include_usage = bool(_typed(options, "include_usage", bool, "true or false"))
-    max_tokens = _max_tokens(body)
+    return model, stream, include_usage, _max_tokens(body)
+
+
+def _line_of(text: str, needle: str) -> int:
+    return text.count("\n", 0, text.find(needle)) + 1
+
+
+def prepare(original: str, update: str, instruction: str | None, wrap: bool, *,
+            stream: bool = False, max_tokens: int | None = None, model: str = "fast_apply",
+            include_usage: bool = False) -> MergeRequest:
+    """The merge a request asks for, read back from the forms clients send: Morph's
+    anchor-compacted large file expanded (:mod:`.anchors`), XML-escaped text unescaped
+    (:mod:`.escaping`); and refused where the answer's own wrapping would cut it."""
+    if anchors.mentions(update):
+        raise ApiError(400, f"the snippet holds {anchors.PROTOCOL}'s delimiters; only the "
+                            f"<code> block may be compacted", param="messages",
+                       code="anchor_protocol")
+    try:
+        expanded = anchors.expand(original)
+    except anchors.AnchorError as exc:
+        raise ApiError(400, f"{exc}; nothing was merged. Send the file uncompacted "
+                            f"(Morph SDK: anchorCompaction: false)", param="messages",
+                       code="anchor_protocol") from None
+    if expanded is not None:
+        original = expanded.file
+        if instruction is not None:
+            instruction = instruction.split(anchors.INSTRUCTION_SUFFIX)[0].strip() or None
+        for text, what in ((original, "file"), (update, "snippet")):
+            for needle in (expanded.code_begin, expanded.marker_prefix):
+                if needle in text:
+                    raise ApiError(400, f"the expanded {what} holds {needle} (line "
+                                        f"{_line_of(text, needle)}), which {anchors.PROTOCOL}"
+                                        f" would read in the answer; send the file "
+                                        f"uncompacted (Morph SDK: anchorCompaction: false)",
+                                   param="messages", code="anchor_protocol")
+    escaping = detect(original, update)
+    if escaping is not None:
+        plain = (unescape(original), unescape(update))
+        if wrap and any(tag in t for t in plain for tag in ANSWER_TAGS):
+            escaping = None  # unescaped, the file would close the model's answer: as sent
+        else:
+            original, update = plain
+    if wrap:
+        for text, what in ((original, "file"), (update, "snippet")):
+            for tag in ANSWER_TAGS:
+                if escaping is None and tag in text:
+                    raise ApiError(400, f"the {what} holds '{tag}' (line "
+                                        f"{_line_of(text, tag)}), and the prompt asks for the "
+                                        f"answer inside <updated-code> tags: a client would "
+                                        f"read a cut file. XML-escape the file and the "
+                                        f"snippet (&lt; &gt; &amp;) or send them with the "
+                                        f"Morph tags, which answer the bare file",
+                                   param="messages", code="answer_tags_in_file")
+    return MergeRequest(original, update, instruction, stream, max_tokens, model,
+                        include_usage, wrap, escaping)
+
+
+def _asks_for_tags(*prose: str) -> bool:
+    """Whether a prompt asks for its answer inside <updated-code> tags."""
+    return any(tag in p for p in prose for tag in ANSWER_TAGS)
+
+
+def _system_text(messages: list[Any]) -> list[str]:
+    return [_text(m.get("content"), f"messages[{i}].content")
+            for i, m in enumerate(messages)
+            if isinstance(m, dict) and m.get("role") in ("system", "developer")]
+
+
+def parse_chat(body: dict[str, Any]) -> MergeRequest:
+    """A chat-completions body (Morph/Relace/Kortix tags or Predicted Outputs) ->
+    MergeRequest."""
+    model, stream, include_usage, max_tokens = _options(body)
     text = _last_user_message(body.get("messages"))
-    instruction, code, update = split_tags(text)
+    tags = read_tags(text)
+    code, update = tags.code, tags.update
     prediction = _prediction(body)
     if code is not None and prediction is not None and code != prediction:
         raise ApiError(400, "the message's <code> and prediction.content differ; send the "
@@ -275,11 +439,51 @@ def parse_chat(body: dict[str, Any]) -> MergeRequest:
                             "...</update> in the last user message (Morph/Relace), or send "
                             "it as prediction.content (OpenAI Predicted Outputs)",
                        param="messages", code="missing_code")
+    prose = tags.prose
     if update is None:
         fenced = _FENCE.match(text)
         update = fenced.group(1) if fenced and "\n```" not in fenced.group(1) else text
-    return MergeRequest(original, update, instruction, stream, max_tokens, model,
-                        include_usage)
+        prose = ""
+    wrap = _asks_for_tags(prose, *_system_text(body["messages"]))
+    return prepare(original, update, tags.instruction, wrap, stream=stream,
+                   max_tokens=max_tokens, model=model or "fast_apply",
+                   include_usage=include_usage)
+
+
+def parse_completion(body: dict[str, Any]) -> MergeRequest:
+    """A ``/v1/completions`` body whose prompt is a whole apply prompt (the Kortix or Morph
+    message, chat-templated or not, as vLLM and TGI users send it) -> MergeRequest. The
+    answer is wrapped in <updated-code> tags where the prompt asks for them.
+
+    >>> req = parse_completion({"prompt": "<|im_start|>user\\nAnswer in <updated-code> tags."
+    ...     "\\n<code>a = 1\\n</code>\\n<update>a = 2\\n</update><|im_end|>\\n"})
+    >>> (req.initial_code, req.edit_snippet, req.answer("a = 2\\n"))
+    ('a = 1\\n', 'a = 2\\n', '<updated-code>a = 2\\n</updated-code>')
+    """
+    model, stream, include_usage, max_tokens = _options(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise ApiError(400, "prompt must be one string: the whole apply prompt, with the "
+                            "file in <code>...</code> next to the snippet in <update>..."
+                            "</update>", param="prompt", code="invalid_type")
+    if _typed(body, "echo", bool, "true or false"):
+        raise ApiError(400, "echo is not supported: the answer is the merged file alone; "
+                            "send echo: false or leave it out", param="echo",
+                       code="invalid_value")
+    if _typed(body, "suffix", str, "a string"):
+        raise ApiError(400, "suffix is not supported: the answer is the whole merged file; "
+                            "leave suffix out", param="suffix", code="invalid_value")
+    tags = read_tags(prompt)
+    if tags.code is None or tags.update is None:
+        raise ApiError(400, "the prompt holds no file and snippet: put the file in <code>"
+                            "...</code> next to the snippet in <update>...</update> (the "
+                            "Kortix FastApply or Morph prompt)", param="prompt",
+                       code="missing_code" if tags.code is None else "missing_update")
+    return prepare(tags.code, tags.update, tags.instruction, _asks_for_tags(tags.prose),
+                   stream=stream, max_tokens=max_tokens, model=model or "fast_apply",
+                   include_usage=include_usage)
 
 
 def parse_relace(body: dict[str, Any]) -> MergeRequest:
@@ -355,6 +559,24 @@ def chat_chunk(request_id: str, created: int, model: str, delta: dict[str, Any] 
     choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None,
                                          "finish_reason": finish_reason}]
     return {"id": request_id, "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": choices, **extra}
+
+
+def text_completion(request_id: str, created: int, model: str, text: str,
+                    stats: Stats) -> dict[str, Any]:
+    """A ``text_completion`` (``/v1/completions``) carrying the answer."""
+    return {"id": request_id, "object": "text_completion", "created": created,
+            "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}],
+            "usage": usage(stats), "stats": stats.to_dict()}
+
+
+def text_chunk(request_id: str, created: int, model: str, text: str | None,
+               finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A streamed ``text_completion``; ``text=None`` gives the choice-less usage chunk."""
+    choices = [] if text is None else [{"index": 0, "text": text, "logprobs": None,
+                                        "finish_reason": finish_reason}]
+    return {"id": request_id, "object": "text_completion", "created": created,
             "model": model, "choices": choices, **extra}
 
 

@@ -51,10 +51,13 @@ from fastapply.server.openai.api import (
     model_card,
     models_list,
     parse_chat,
+    parse_completion,
     parse_json,
     parse_relace,
     relace_usage,
     sse,
+    text_chunk,
+    text_completion,
     upstream_error,
     usage,
 )
@@ -66,7 +69,9 @@ MAX_BODY_BYTES = DEFAULT_MAX_BODY_BYTES
 
 
 class ChatEvents:
-    """Server-sent events of a streamed chat completion (OpenAI's chunk shape)."""
+    """Server-sent events of a streamed chat completion (OpenAI's chunk shape). A request
+    whose prompt asks for <updated-code> tags gets them as a delta of their own before the
+    file and after it; each delta carries the escaping the request came in."""
 
     def __init__(self, req: MergeRequest) -> None:
         self.req = req
@@ -78,13 +83,43 @@ class ChatEvents:
         return sse(chat_chunk(self.id, self.created, self.req.model, delta, finish, **extra))
 
     def start(self) -> bytes:
-        return self._chunk({"role": "assistant", "content": ""})
+        opening = self.req.opening()
+        return self._chunk({"role": "assistant", "content": ""}) + (
+            self._chunk({"content": opening}) if opening else b"")
 
     def delta(self, text: str) -> bytes:
-        return self._chunk({"content": text})
+        return self._chunk({"content": self.req.text(text)})
 
     def end(self, stats: Stats) -> bytes:
-        last = self._chunk({}, "stop", stats=stats.to_dict())
+        closing = self.req.closing()
+        last = (self._chunk({"content": closing}) if closing else b"") + \
+            self._chunk({}, "stop", stats=stats.to_dict())
+        if self.req.include_usage:
+            last += self._chunk(None, usage=usage(stats))
+        return last + sse("[DONE]")
+
+
+class TextEvents:
+    """Server-sent events of a streamed ``/v1/completions`` (``text_completion`` chunks),
+    wrapped and escaped as :class:`ChatEvents`."""
+
+    def __init__(self, req: MergeRequest) -> None:
+        self.req = req
+        self.id = f"cmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    def _chunk(self, text: str | None, finish: str | None = None, **extra: Any) -> bytes:
+        return sse(text_chunk(self.id, self.created, self.req.model, text, finish, **extra))
+
+    def start(self) -> bytes:
+        opening = self.req.opening()
+        return self._chunk(opening) if opening else b""
+
+    def delta(self, text: str) -> bytes:
+        return self._chunk(self.req.text(text))
+
+    def end(self, stats: Stats) -> bytes:
+        last = self._chunk(self.req.closing(), "stop", stats=stats.to_dict())
         if self.req.include_usage:
             last += self._chunk(None, usage=usage(stats))
         return last + sse("[DONE]")
@@ -291,7 +326,11 @@ def build_app(upstream: Upstream) -> Any:
 
     def chat_answer(req: MergeRequest, result: Any) -> Any:
         return chat_completion(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model,
-                               result.merged_code, result.stats)
+                               req.answer(result.merged_code), result.stats)
+
+    def text_answer(req: MergeRequest, result: Any) -> Any:
+        return text_completion(f"cmpl-{uuid.uuid4().hex}", int(time.time()), req.model,
+                               req.answer(result.merged_code), result.stats)
 
     def relace_answer(req: MergeRequest, result: Any) -> Any:
         return {"mergedCode": result.merged_code, "usage": relace_usage(result.stats),
@@ -299,6 +338,9 @@ def build_app(upstream: Upstream) -> Any:
 
     async def chat(request: Request) -> Response:
         return await merge(request, parse_chat, ChatEvents, chat_answer)
+
+    async def completions(request: Request) -> Response:
+        return await merge(request, parse_completion, TextEvents, text_answer)
 
     async def code_apply(request: Request) -> Response:
         return await merge(request, parse_relace, RelaceEvents, relace_answer)
@@ -312,7 +354,8 @@ def build_app(upstream: Upstream) -> Any:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         what = {404: f"no route {request.url.path}; this server answers POST "
-                     f"/v1/chat/completions, POST /v1/code/apply and GET /v1/models",
+                     f"/v1/chat/completions, POST /v1/completions, POST /v1/code/apply and "
+                     f"GET /v1/models",
                 405: f"{request.method} is not allowed on {request.url.path}"}
         return error_response(ApiError(exc.status_code, what.get(exc.status_code, exc.detail),
                                        code="not_found" if exc.status_code == 404 else None))
@@ -325,6 +368,7 @@ def build_app(upstream: Upstream) -> Any:
     return Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/apply/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/code/apply", code_apply, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{name:path}", get_model, methods=["GET"]),
