@@ -9,6 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from apply_clients import (
+    ANCHOR_COMPACTION_THRESHOLD,
+    VARIANTS,
+    anchor_plan,
+    chat_template,
+    escape_xml,
+    extract_updated_code,
+    kortix_messages,
+    morph_sdk_message,
+)
 
 from fastapply.metrics import Stats
 from fastapply.server.openai.api import (
@@ -17,9 +27,12 @@ from fastapply.server.openai.api import (
     chat_completion,
     check_complete,
     parse_chat,
+    parse_completion,
     parse_json,
     parse_relace,
     split_tags,
+    text_chunk,
+    text_completion,
     upstream_error,
 )
 
@@ -277,7 +290,146 @@ def test_unclosed_instruction_tags_take_linear_work() -> None:
 def test_docstring_examples() -> None:
     import doctest
 
+    import fastapply.server.openai.anchors
     import fastapply.server.openai.api
+    import fastapply.server.openai.escaping
 
-    result = doctest.testmod(fastapply.server.openai.api)
-    assert result.failed == 0 and result.attempted > 0
+    for module in (fastapply.server.openai.api, fastapply.server.openai.anchors,
+                   fastapply.server.openai.escaping):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+# -- the Kortix FastApply prompt, as clients send it ------------------------------------------
+
+CODE = 'if a < b and s == "x" & t:\n    print(\'<code>\')\n'
+EDIT = 'if a < b and s == "y" & t:\n    print(\'<code>\')\n'
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("escape", [True, False])
+def test_kortix_templates_read_the_framed_file_not_the_prose(variant: str, escape: bool
+                                                             ) -> None:
+    code, edit = ("a = 1\n", "a = 2\n") if not escape else (CODE, EDIT)
+    req = parse_chat({"messages": kortix_messages(code, edit, variant, escape)})
+    assert (req.initial_code, req.edit_snippet, req.wrap) == (code, edit, True)
+    assert (req.escaping is not None) == escape
+    answer = req.answer(edit)
+    assert extract_updated_code(answer) == edit.strip()
+    assert answer == "<updated-code>" + (escape_xml(edit) if escape else edit) + \
+        "</updated-code>"
+
+
+def test_the_answer_is_bare_unless_the_prompt_asks_for_tags() -> None:
+    assert not parse_chat(user(morph("a\n", "b\n"))).wrap
+    system = {"role": "system", "content": "Answer inside <updated-code> tags."}
+    asked = parse_chat({"messages": [system, {"role": "user", "content": morph("a\n", "b\n")}]})
+    assert asked.wrap and asked.answer("b\n") == "<updated-code>b\n</updated-code>"
+    assert not parse_relace({"initialCode": "a", "editSnippet": "b"}).wrap
+
+
+def test_escaped_text_is_merged_unescaped_and_answered_escaped() -> None:
+    req = parse_chat({"messages": kortix_messages(CODE, EDIT)})
+    assert req.escaping is not None and req.escaping.name == "xml"
+    assert req.text('s == "y" & t') == "s == &quot;y&quot; &amp; t"
+    # text that is not escaped the same way is merged as sent
+    raw = parse_chat(user(morph("a &lt; b\n", "a < c\n")))
+    assert (raw.initial_code, raw.escaping) == ("a &lt; b\n", None)
+
+
+def test_a_file_holding_the_answer_tags_is_refused_unescaped_and_kept_escaped() -> None:
+    code = "x = '</updated-code>'\n"
+    err = refused({"messages": kortix_messages(code, "x = 1\n", escape=False)})
+    assert err.code == "answer_tags_in_file" and "line 1" in err.message
+    req = parse_chat({"messages": kortix_messages(code, "x = 1\n")})
+    assert req.escaping is None and req.initial_code == escape_xml(code)  # merged as sent
+    assert extract_updated_code(req.answer(escape_xml("x = 1\n"))) == "x = 1"
+
+
+def test_prose_mentioning_tags_after_the_frame_is_not_the_file() -> None:
+    text = ("Merge the <update> into the <code> below.\n<code>a\n</code>\n<update>b\n"
+            "</update>\nAnswer in <updated-code> tags, not <code>.")
+    req = parse_chat(user(text))
+    assert (req.initial_code, req.edit_snippet, req.wrap) == ("a\n", "b\n", True)
+
+
+def test_both_orders_at_once_are_ambiguous() -> None:
+    text = "<code>a\n</code>\n<update>b\n</update>\n<code>c</code>"
+    assert refused(user(text)).code == "ambiguous_tags"
+
+
+def test_completions_read_the_chat_templated_prompt() -> None:
+    prompt = chat_template(kortix_messages(CODE, EDIT))
+    req = parse_completion({"model": "kortix", "prompt": prompt, "max_tokens": 900})
+    assert (req.initial_code, req.edit_snippet, req.wrap, req.max_tokens) == (
+        CODE, EDIT, True, 900)
+    assert parse_completion({"prompt": [morph("a\n", "b\n")]}).wrap is False
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"prompt": 5}, "prompt"),
+    ({"prompt": ["a", "b"]}, "prompt"),
+    ({"prompt": "no tags here"}, None),
+    ({"prompt": "<code>a</code>"}, None),
+    ({"prompt": morph("a\n", "b\n"), "echo": True}, "echo"),
+    ({"prompt": morph("a\n", "b\n"), "suffix": "x"}, "suffix"),
+    ({"prompt": morph("a\n", "b\n"), "n": 2}, "n"),
+])
+def test_completions_refusals_name_what_is_wrong(body: dict[str, Any], param: str | None
+                                                 ) -> None:
+    err = refused(body, parse_completion)
+    assert param is None or err.param == param
+    assert err.message
+
+
+def test_completion_shapes_read_back_through_the_openai_sdk() -> None:
+    from openai.types import Completion
+
+    stats = Stats(prompt_tokens=3, completion_tokens=2, finish_reason="merged")
+    done = Completion.model_validate(text_completion("cmpl-1", 0, "m", "<updated-code>x"
+                                                     "</updated-code>", stats))
+    assert done.choices[0].text.endswith("</updated-code>") and done.usage is not None
+    chunk = Completion.model_validate(text_chunk("cmpl-1", 0, "m", "x", "stop"))
+    assert chunk.choices[0].finish_reason == "stop"
+
+
+# -- Morph's large-file anchor protocol -----------------------------------------------------
+
+def big_file(lines: int = 3000) -> str:
+    body = [f"def function_number_{i:05d}(value):\n    return value * {i} + 1\n\n"
+            for i in range(lines)]
+    return "".join(body) + "x = 1\n"
+
+
+def test_an_anchor_compacted_file_is_expanded_to_the_real_file() -> None:
+    original = big_file()
+    assert len(original) >= ANCHOR_COMPACTION_THRESHOLD
+    snippet = "# ... existing code ...\nx = 2\n"
+    req = parse_chat(user(morph_sdk_message(original, snippet, "set x to 2")))
+    assert "⟪" in morph_sdk_message(original, snippet, "set x to 2")
+    assert (req.initial_code, req.edit_snippet, req.instruction) == (original, snippet,
+                                                                     "set x to 2")
+    assert not req.wrap and req.escaping is None
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda c: c.replace("⟪M0:1:line⟫=", "⟪M0:2:line⟫=", 1), "definition 2"),
+    (lambda c: c.replace("⟪MORPH_DEFINITIONS_END_0⟫", "", 1), "not closed"),
+    (lambda c: c + "⟪M0:99999:line⟫\n", "does not define"),
+    (lambda c: c.replace('⟫="', '⟫=', 1), "JSON string"),
+    (lambda c: c.replace("⟪MORPH_DEFINITIONS_BEGIN_0⟫\n", "", 1), "definitions table"),
+])
+def test_a_compacted_file_read_wrong_is_refused_naming_the_protocol(change: Any, why: str
+                                                                     ) -> None:
+    code, suffix = anchor_plan(big_file(50), [])
+    message = f"<instruction>x{suffix}</instruction>\n<code>{change(code)}</code>\n" \
+              f"<update>x = 2\n</update>"
+    err = refused(user(message))
+    assert err.code == "anchor_protocol" and "anchor protocol" in err.message
+    assert why in err.message
+
+
+def test_a_snippet_with_protocol_delimiters_is_refused() -> None:
+    code, _ = anchor_plan(big_file(50), [])
+    err = refused(user(morph("a\n", code)))
+    assert err.code == "anchor_protocol"

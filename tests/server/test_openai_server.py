@@ -182,7 +182,8 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(front: OpenAIFront) 
 
 
 def test_unknown_routes_and_methods(front: OpenAIFront) -> None:
-    assert post(front, "/v1/completions", {})[0] == 404
+    status, _, raw = post(front, "/v1/embeddings", {})
+    assert status == 404 and "/v1/completions" in json.loads(raw)["error"]["message"]
     status, _, raw = post(front, "/v1/models", {})
     assert status == 405 and "not allowed" in json.loads(raw)["error"]["message"]
 
