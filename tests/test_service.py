@@ -563,3 +563,56 @@ def test_an_answer_holding_a_marker_the_original_lacks_is_never_served(
     kept = original.replace("    a = 1\n", "    # ... existing code ...\n    a = 1\n")
     if policy == "model":
         assert service.apply(kept, snippet).merged_code == answer
+
+
+# -- a witness that picks any reading ---------------------------------------------------
+
+
+def _unsure_reading(chosen: str, rival: str) -> Reading:
+    from fastapply.merge.apply import Candidate, MergeResult
+    from fastapply.merge.merger import Uncertainty
+
+    merge = MergeResult(chosen, (Uncertainty(1, "a tie at line 1"),),
+                        (Candidate(chosen, "chosen"), Candidate(rival, "the tie's other match")))
+    return Reading(chosen, certain=False, error="a tie at line 1", merge=merge)
+
+
+def test_a_whole_file_equal_to_a_rival_reading_is_served_only_under_agree_any(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tiny model's own greedy file is made the rival reading of an unsure merge whose
+    # chosen reading is another file: certain_or_agree_any serves it (token for token the
+    # model's, with or without drafts); certain_or_agree refuses it, and the refusal shows
+    # both readings' lines where they differ, the model's closest first.
+    plain, _, make = tiny_services
+    want = plain.apply(*TINY_COMPLETE)  # policy model: the model's own file
+    chosen = "y = 0\nz = 1\n"
+    assert want.merged_code != chosen
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: _unsure_reading(chosen, want.merged_code))
+    for k in (0, 64):
+        deltas: list[str] = []
+        got = make(k, policy="certain_or_agree_any").apply(*TINY_COMPLETE,
+                                                            on_delta=deltas.append)
+        assert got.merged_code == "".join(deltas) == want.merged_code
+        assert got.stats.witness == "agree-rival"
+        assert got.stats.completion_tokens == want.stats.completion_tokens
+    with pytest.raises(Refused) as caught:
+        make(64, policy="certain_or_agree").apply(*TINY_COMPLETE)
+    message = str(caught.value)
+    assert "read the snippet differently" in message
+    assert "the merge's readings differ at" in message
+    assert message.index("rival (the tie's other match)") < message.index("  chosen:")
+
+
+def test_a_whole_file_equal_to_no_reading_is_refused_under_agree_any(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain, _, make = tiny_services
+    want = plain.apply(*TINY_COMPLETE)
+    readings = ("y = 0\n", "y = 2\n")
+    assert want.merged_code not in readings
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: _unsure_reading(*readings))
+    with pytest.raises(Refused, match="read the snippet differently") as caught:
+        make(64, policy="certain_or_agree_any").apply(*TINY_COMPLETE)
+    assert caught.value.partial is not None
+    assert caught.value.partial.stats.finish_reason == "parted"  # stopped once it left both

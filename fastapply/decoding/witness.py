@@ -18,8 +18,9 @@ False
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ POLICIES: dict[str, str] = {
                                      "is certain and reads it otherwise",
     "certain_or_agree": "the deterministic merge when it is certain; where it is unsure, "
                         "its reading only when the model wrote the same file",
+    "certain_or_agree_any": "the deterministic merge when it is certain; where it is "
+                            "unsure, any of its readings (the chosen one or a rival it "
+                            "built) that the model wrote exactly",
     "certain_or_confident_agree": "as certain_or_agree, but an unsure merge only where the "
                                   "model wrote the same file with its lowest token "
                                   "probability reaching the threshold",
@@ -54,6 +58,9 @@ NEEDS_PROBS = frozenset({"confident", "agree_or_confident", "certain_or_confiden
                          "certain_unless_confident_disagree"})
 #: Why a file the two readings part on is refused.
 READ_DIFFERENTLY = "the model and the deterministic merge read the snippet differently"
+#: Policies that serve a certain deterministic merge at once, whatever the model writes.
+ANY_CERTAIN = frozenset({"certain_or_agree", "certain_or_agree_any",
+                         "certain_or_confident_agree"})
 #: The shipped policy and its threshold (chosen on the validation split).
 DEFAULT_POLICY = "certain_or_agree"
 DEFAULT_THRESHOLD = 0.5
@@ -111,6 +118,80 @@ def deterministic_reading(original: str, snippet: str) -> Reading:
                    detect_format(snippet) in ("search_replace", "udiff"), result)
 
 
+def readings_of(det: Reading) -> Reading:
+    """``det`` with its merge's rival readings built (an unsure merge's; each costs a
+    reading of the snippet, within the merge's work budget)."""
+    if det.merge is None or det.certain or det.merge.candidates:
+        return det
+    return replace(det, merge=det.merge.with_readings())
+
+
+def rival_texts(det: Reading) -> list[str]:
+    """The whole files of the rival readings ``det``'s merge built (:func:`readings_of`),
+    the chosen reading left out."""
+    if det.merge is None:
+        return []
+    return [c.text for c in det.merge.candidates if c.text != det.text]
+
+
+def _differing(a: list[str], b: list[str]) -> tuple[int, int, int]:
+    """(first line, end in ``a``, end in ``b``) of the region where two files differ: the
+    lines between their common head and their common tail (linear, no diff)."""
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return head, len(a) - tail, len(b) - tail
+
+
+def readings_there(det: Reading, model_text: str | None = None, most: int = 4,
+                   rivals: int = 3) -> str:
+    """What an unsure merge's readings hold where they differ, for a refusal: the window
+    (lines of the chosen reading) and each reading's lines there, the reading the model's
+    text followed longest named first, so an agent can resend the snippet with an anchor
+    that picks one. "" for a merge without rivals.
+
+    >>> det = deterministic_reading("a\\nb\\nc\\nb\\nd\\n", "# ...\\nb\\nX\\n# ...\\n")
+    >>> print(readings_there(det))
+    the merge's readings differ at lines 3-5 of its chosen reading:
+      chosen:
+        X
+        c
+        b
+      rival (lazy segment 1 at its other match):
+        c
+        b
+        X
+    """
+    det = readings_of(det)
+    if det.merge is None or det.text is None:
+        return ""
+    chosen = det.text.splitlines()
+    others = [c for c in det.merge.candidates if c.text != det.text][:rivals]
+    if not others:
+        return ""
+    texts = [chosen] + [c.text.splitlines() for c in others]
+    names = ["chosen"] + [f"rival ({c.how})" for c in others]
+    first, last = len(chosen), 0
+    for lines in texts[1:]:
+        head, end, _ = _differing(chosen, lines)
+        first, last = min(first, head), max(last, end)
+    tail = len(chosen) - last  # the window: the same lines before and after, in each
+    order = list(range(len(texts)))
+    if model_text is not None:  # the reading the model followed longest first
+        whole = [det.text] + [c.text for c in others]
+        order.sort(key=lambda k: -len(os.path.commonprefix([whole[k], model_text])))  # noqa: RUF071 (characters, as meant)
+    where = f"line {first + 1}" if last - first <= 1 else f"lines {first + 1}-{last}"
+    out = [f"the merge's readings differ at {where} of its chosen reading:"]
+    for k in order:
+        shown = texts[k][first:len(texts[k]) - tail]
+        out.append(f"  {names[k]}:\n" + "\n".join("  " + s for s in _show(
+            shown, most).splitlines()))
+    return "\n".join(out)
+
+
 def parting(model_text: str, det_text: str, context: int = 2, most: int = 6) -> str:
     """Where two readings part: the first differing region's line numbers and both
     versions of it (at most ``most`` lines each).
@@ -157,7 +238,7 @@ def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
     certain = det.text is not None and det.certain
     if certain and policy == "agree_or_exact" and exact_format:
         return Decision(True, det.text or "", "deterministic-exact")
-    if certain and (policy in ("certain_or_agree", "certain_or_confident_agree") or (
+    if certain and (policy in ANY_CERTAIN or (
             policy == "certain_unless_confident_disagree"
             and (model_text is None or model_text == det.text or not confident))):
         return Decision(True, det.text or "", "deterministic-certain")
@@ -173,6 +254,9 @@ def decide(policy: str, model_text: str | None, min_prob: float, det: Reading,
                                        f"{det.error}")
     if agree:
         return Decision(True, model_text, "agree")
+    if policy == "certain_or_agree_any" and model_text is not None and \
+            model_text in rival_texts(det):
+        return Decision(True, model_text, "agree-rival")
     if policy == "confident" and confident:
         return Decision(True, model_text, "confident")
     if policy == "agree_or_confident" and confident and not (det.text is not None
@@ -241,6 +325,7 @@ def plan(policy: str, det: Reading) -> Plan:
     certain = det.text is not None and det.certain
     if certain:
         served = {"deterministic": "deterministic", "certain_or_agree": "deterministic-certain",
+                  "certain_or_agree_any": "deterministic-certain",
                   "certain_or_confident_agree": "deterministic-certain",
                   "agree_or_exact": "deterministic-exact" if det.exact_format else ""}
         if served.get(policy):
@@ -338,6 +423,11 @@ class AnyAgreement:
         self.text += piece
         alive = [w.feed(piece) for w in self.watches if w.written is None]
         return any(alive)
+
+    @property
+    def written(self) -> str | None:
+        """The model's text, once it has left every expected text (else None)."""
+        return self.text if all(w.written is not None for w in self.watches) else None
 
     def agreed(self) -> int | None:
         """The expected text the model's whole text equals (its index), or None."""

@@ -36,6 +36,16 @@ UNASKED_MARGIN_TOKENS = 64
 CANCEL_CHECK_PERIOD_S = 0.02
 
 
+def with_readings(message: str, reading: Reading, model_text: str | None = None) -> str:
+    """A refusal of an unsure merge, followed by what its readings hold where they differ
+    (:func:`~fastapply.decoding.witness.readings_there`: the closest to the model's text
+    first), so the agent sees which anchor would pick the one it meant."""
+    from fastapply.decoding.witness import readings_there
+
+    there = readings_there(reading, model_text) if not reading.certain else ""
+    return f"{message}\n{there}" if there else message
+
+
 def _every(period_s: float, check: Callable[[], bool] | None) -> Callable[[], bool]:
     """``check``, asked at most once per ``period_s`` (False in between, and without one)."""
     last_s = time.monotonic()
@@ -163,7 +173,7 @@ class FastApplyService:
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
         #: Follows the model's file where only the deterministic text can be served.
-        watch: witness.Agreement | None = None
+        watch: witness.Agreement | witness.AnyAgreement | None = None
         passes, tokens = 0, 0
         budget = self.config.witness_budget_s
         deadline = started + budget if budget else None
@@ -182,7 +192,9 @@ class FastApplyService:
                 delta = extractor.feed(text_stream.text)  # the file's new certain part
                 if delta and watch is not None and not watch.feed(delta):
                     # no later token can make it the deterministic text: refuse now
-                    raise Refused(watch.refusal().message, ApplyResult(watch.written or "", Stats(
+                    raise Refused(with_readings(watch.refusal().message, reading,
+                                                watch.written), ApplyResult(
+                        watch.written or "", Stats(
                         prompt_tokens=len(request.prompt_ids), completion_tokens=tokens,
                         forward_passes=passes, finish_reason="parted")))
                 if delta and on_delta is not None:
@@ -216,7 +228,12 @@ class FastApplyService:
                 request = replace(request, max_new_tokens=min(
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
             if plan.model == witness.UNTIL_PARTING:
-                watch = witness.Agreement(reading.text or "")
+                if self.config.policy == "certain_or_agree_any":  # any reading it writes
+                    reading = witness.readings_of(reading)
+                    watch = witness.AnyAgreement([reading.text or "",
+                                                  *witness.rival_texts(reading)])
+                else:
+                    watch = witness.Agreement(reading.text or "")
                 need = late_prefill_s(runtime, request.prompt_ids, self.seen_ms_per_token,
                                       deadline)
                 if need is not None:  # the budget would run out before the first token
@@ -284,7 +301,7 @@ class FastApplyService:
         if not decision.serve:
             if not result.stats.complete:
                 return result  # refused by apply() as incomplete, naming the budget
-            raise Refused(decision.message)
+            raise Refused(with_readings(decision.message, det, model_text))
         result.stats.witness = decision.witness
         if not result.stats.complete:  # the model ran out; the certain merge is served
             result.stats.finish_reason = "merged"

@@ -86,8 +86,11 @@ def over_budget(reading: Reading, budget_s: float, watch: Any = None,
         lines = watch.expected.count("\n", 0, watch.checked)
         total = watch.expected.count("\n")
         read = f"; the model had written {lines} of its {total} lines, all as the merge did,"
+    from fastapply.decoding.witness import readings_there
+
+    there = readings_there(reading) if merge is not None else ""
     return (f"the deterministic merge is unsure{where}{read} when the request's witness "
             f"budget of {budget_s:g} s ran out (the model reads {read_what}; server option "
             f"witness_budget_s); nothing was merged: show more "
             f"unchanged lines around the change so the merge is certain there, or send it "
-            f"as SEARCH/REPLACE blocks")
+            f"as SEARCH/REPLACE blocks" + (f"\n{there}" if there else ""))

@@ -14,6 +14,8 @@ from fastapply.decoding.witness import (
     decide,
     deterministic_reading,
     plan,
+    readings_of,
+    rival_texts,
 )
 
 ORIGINAL = "def f():\n    a = 1\n    b = 2\n    return a + b\n"
@@ -94,6 +96,7 @@ PLANS = {
     "agree_or_confident": ("to_end", "to_end", "until_parting", "until_parting"),
     "model_unless_certain_disagree": ("to_end", "to_end", "until_parting", "until_parting"),
     "certain_or_agree": ("refuse", "until_parting", "serve", "serve"),
+    "certain_or_agree_any": ("refuse", "until_parting", "serve", "serve"),
     "certain_or_confident_agree": ("refuse", "until_parting", "serve", "serve"),
     "certain_unless_confident_disagree": ("refuse", "until_parting", "to_end", "to_end"),
 }
@@ -146,3 +149,26 @@ def test_agreement_stops_at_the_first_character_no_later_text_can_undo() -> None
     assert longer.feed("ab\n") and not longer.feed("more")  # a file that goes on
     assert "line 2: the model wrote\n  more ...\nthe deterministic merge wrote\n  " \
            "(nothing)" in longer.refusal().message
+
+
+def test_agree_any_serves_a_rival_reading_the_model_wrote_and_nothing_else() -> None:
+    from fastapply.decoding.witness import readings_there
+
+    original = "a\nb\nc\nb\nd\n"
+    det = deterministic_reading(original, "# ...\nb\nX\n# ...\n")  # a tie: two readings
+    assert not det.certain and det.text == "a\nb\nX\nc\nb\nd\n"
+    rival = "a\nb\nc\nb\nX\nd\n"
+    built = readings_of(det)
+    assert rival_texts(built) == [rival]
+    served = decide("certain_or_agree_any", rival, 0.1, built, False)
+    assert (served.serve, served.text, served.witness) == (True, rival, "agree-rival")
+    chosen = decide("certain_or_agree_any", det.text, 0.1, built, False)
+    assert (chosen.serve, chosen.witness) == (True, "agree")
+    other = decide("certain_or_agree_any", "a\nX\n", 1.0, built, False)
+    assert not other.serve and "nothing was merged" in other.message
+    # certain_or_agree never serves the rival
+    assert not decide("certain_or_agree", rival, 1.0, built, False).serve
+    # a refusal shows the readings where they differ, the one the model followed first
+    shown = readings_there(built, "a\nb\nc\nb\nX")
+    assert shown.index("rival (") < shown.index("chosen:")
+    assert readings_there(deterministic_reading(original, "# ...\nd\nY\n")) == ""
