@@ -67,12 +67,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch (default: what `fastapply serve` serves) or the merge alone")
     p.add_argument("--model", type=Path, default=None,
                    help="model directory (default: the embedded default model)")
+    p.add_argument("--policy", default=None,
+                   help="a serve --policy other than the default (certain_or_agree)")
     p.add_argument("--save", type=Path,
                    help="write a row per record here as it goes; resume after its rows")
     p.add_argument("--load", type=Path, help="the tables of rows saved by --save; no serving")
 
 
-def served_config(runtime: str, model: Path | None = None) -> ServiceConfig:
+def served_config(runtime: str, model: Path | None = None, policy: str | None = None
+                  ) -> ServiceConfig:
     """The ServiceConfig of ``fastapply serve --runtime RUNTIME [--model DIR]``: its
     arguments, rendered into the repository's parameters, read back as the Triton model
     reads them (without ``--model``, torch builds the embedded default model on first use)."""
@@ -82,7 +85,8 @@ def served_config(runtime: str, model: Path | None = None) -> ServiceConfig:
 
     parser = argparse.ArgumentParser()
     serve_arguments(parser)
-    args = parser.parse_args(["--runtime", runtime] + (["--model", str(model)] if model else []))
+    args = parser.parse_args(["--runtime", runtime] + (["--model", str(model)] if model else [])
+                             + (["--policy", policy] if policy else []))
     config, _workers = config_from_parameters(repository_values(**repository_parameters(args)))
     return config
 
@@ -156,9 +160,15 @@ def serve_one(service: FastApplyService, record: dict[str, Any], field: str) -> 
         return {**row, "kind": kind, "message": message[:MESSAGE_CHARS]}
     row["seconds"] = round(time.perf_counter() - start, 4)
     witness = result.stats.witness or "deterministic"
-    return {**row, "outcome": "exact" if result.merged_code == updated else "wrong",
-            "certain": service.runtime is None or witness.startswith("deterministic"),
-            "witness": witness}
+    row = {**row, "outcome": "exact" if result.merged_code == updated else "wrong",
+           "certain": service.runtime is None or witness.startswith("deterministic"),
+           "witness": witness, "min_token_prob": result.stats.min_token_prob}
+    if witness == "agree-rival":  # which rival: how it differs from the chosen reading
+        from fastapply.merge import apply_snippet
+
+        candidates = apply_snippet(original, snippet or "").with_readings().candidates
+        row["rival"] = next((c.how for c in candidates if c.text == result.merged_code), "")
+    return row
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -220,7 +230,7 @@ def serve_records(args: argparse.Namespace
     done = {r["id"] for r in rows}
     if rows:
         print(f"resuming: {len(rows)} rows already in {args.save}", flush=True)
-    config = served_config(args.runtime, args.model)
+    config = served_config(args.runtime, args.model, getattr(args, "policy", None))
     print(f"serving as `fastapply serve --runtime {args.runtime}`: model {config.model_dir}, "
           f"policy {config.policy}, witness {config.witness}, witness_budget_s "
           f"{config.witness_budget_s:g}", flush=True)
