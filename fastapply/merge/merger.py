@@ -152,6 +152,11 @@ class _Merger:
         if p is None:
             self._unplaced(seg, hunk)
             return
+        freed = self._free_end(seg, hunk, p)
+        if freed is not hunk:
+            hunk = freed
+            p, loose, misfit = self._place(seg, hunk)
+            assert p is not None  # its unique line matches
         if p.alternative is not None:
             self.ties.append(hunk.number)
             if hunk.number in self.flips:
@@ -353,6 +358,37 @@ class _Merger:
                 return
         if hi > lo:
             self.replacements.append(_Replacement(lo, hi, []))
+
+    def _free_end(self, seg: list[str], hunk: Hunk, p: Placement) -> Hunk:
+        """A segment with a marker before it and none after runs to the file's end; where
+        only lines found at several places (blank lines, ``end``, ``}``) match there while
+        its first line, found once in the original, above, is left unmatched, it was put at
+        the end only because the end had to match. Where that line is its first (the
+        declaration an agent writes out again) and agents leave the last marker out:
+        read where that line is, the rest kept (the hunk given a marker after it),
+        unsure; the rival is the file's end."""
+        if not hunk.marker_before or hunk.marker_after or not p.pairs:
+            return hunk
+        table = self._positions(key_exact)
+
+        def once(i: int) -> bool:
+            return bool(seg[i].strip()) and len(table.get(key_exact(seg[i]), ())) == 1
+
+        matched = {i for i, _ in p.pairs}
+        head = next((i for i, s in enumerate(seg) if s.strip()), None)
+        if head is None or head in matched or not once(head) or \
+                any(once(i) for i in matched) or \
+                table[key_exact(seg[head])][0] >= p.start[0]:
+            return hunk
+        line = table[key_exact(seg[head])][0]
+        if self._doubt(hunk, "free end", line, (
+                f"no marker comes after it, so it should run to the file's end, but only "
+                f"lines found at several places match there while its first line "
+                f"{seg[head].strip()[:60]!r} is original line {line + 1}: read where that "
+                f"line is, the lines after it kept; if it ends the file, show the file's "
+                f"last lines, else add a marker after it")):
+            return hunk  # the rival: at the file's end
+        return replace(hunk, marker_after=True)
 
     def _doubt(self, hunk: Hunk, edge: str, line: int, message: str) -> bool:
         """Report a doubt about ``hunk``'s ``edge`` at original line ``line`` (0-based),

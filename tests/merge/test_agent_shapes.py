@@ -237,3 +237,27 @@ def test_the_blank_line_that_ends_the_file_stays_after_a_changed_last_line() -> 
     original = "steps:\n  - name: a\n    uses: x@1\n\n  - name: b\n    uses: y@1\n\n"
     snippet = "# ... existing code ...\n  - name: b\n    uses: y@2\n"
     assert apply_snippet(original, snippet).text == original.replace("y@1", "y@2")
+
+
+def test_a_declaration_rewritten_after_a_marker_and_a_blank_line_with_no_marker_after() -> None:
+    # Agents write a marker, a blank line, then the method again, and leave the last
+    # marker out. Read as running to the file's end, only the blank line and `end` match
+    # there, so it was appended after the file's last line, certain. Its first line is
+    # the method's own signature, found once, above: it is read there, unsure, and the
+    # file's end is the rival.
+    more = "".join(f"\n    def helper_{i}(env)\n      env[{i}]\n    end\n" for i in range(60))
+    original = ("module Rack\n  class ShowExceptions\n    def call(env)\n      x(env)\n"
+                "    end\n\n    def prefers_plaintext?(env)\n      !accepts_html(env)\n"
+                f"    end\n{more}  end\nend\n")
+    snippet = ("# ... existing code ...\n\n    def prefers_plaintext?(env)\n"
+               "      !accepts_html?(env)\n    end\n")
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace("!accepts_html(env)", "!accepts_html?(env)")
+    assert got.uncertain and "first line" in got.uncertain[0].message
+    rivals = [c.text for c in got.with_readings().candidates[1:]]
+    assert any(t.endswith("end\n\n    def prefers_plaintext?(env)\n      !accepts_html?(env)\n"
+                          "    end\n") for t in rivals)
+    # a new function appended at the end that shares a line with one above is not moved
+    appended = "# ... existing code ...\n  end\nend\n\ndef extra\n      env[3]\nend\n"
+    assert apply_snippet(original, appended).check() == \
+        original + "\ndef extra\n      env[3]\nend\n"
