@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from fastapply.merge.beside import beside, reach
+from fastapply.merge.beside import alike, beside, reach
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
@@ -177,34 +177,57 @@ class _Merger:
             # lines disputed from the file's first line: a window of them cannot show the
             # model that the file starts there, so the whole file is witnessed
             local = start > 0
-            if i0 == 0:  # its first line is context found mid-file: keep what comes before
+            flip = (hunk.number, "before") in self.edge_flips
+            if self._in_place(seg[:i0], first - i0, start, first):
+                # its first lines nearly equal the lines right above its first match: they
+                # replace those, the rest above stays (an agent's one-line change)
+                self.unsure(first - i0 + 1, f"{hunk.label}: no marker comes before it, and "
+                                            f"its first {i0} line(s) nearly equal original "
+                                            f"lines {first - i0 + 1}-{first}, so they replace "
+                                            f"them and lines {start + 1}-{first - i0} were "
+                                            f"kept; add a marker", local)
+                if not flip:
+                    start = first - i0
+            elif i0 == 0:  # its first line is context found mid-file: keep what comes before
                 self.unsure(first + 1, f"{hunk.label}: no marker comes before it but its "
                                        f"first line matches original line {first + 1}, so "
                                        f"lines {start + 1}-{first} were kept; add a marker",
                             local)
+                if not flip:
+                    start = first
             else:
                 self.unsure(start + 1, f"{hunk.label}: no marker comes before it, so original "
                                        f"lines {start + 1}-{first} were replaced by its first "
                                        f"{i0} lines; add a marker to keep them", local)
-            if (i0 == 0) != ((hunk.number, "before") in self.edge_flips):
-                start = first
+                if flip:
+                    start = first
             self.edge_choices.append((hunk.number, "before"))
         if last < min(end, self.eof) and \
                 (i1 == len(seg) - 1 or end - last > max(3, 2 * (len(seg) - 1 - i1))
                  or header_left_out(self.orig[last:end], seg[i1 + 1:], top=False)) and \
                 not self._moved(last, end):
             local = end < len(self.orig)  # to the file's last line: the whole file decides
-            if i1 == len(seg) - 1:
+            flip = (hunk.number, "after") in self.edge_flips
+            k = len(seg) - 1 - i1
+            if self._in_place(seg[i1 + 1:], last, last, end):
+                self.unsure(last + 1, f"{hunk.label}: no marker comes after it, and its last "
+                                      f"{k} line(s) nearly equal original lines "
+                                      f"{last + 1}-{last + k}, so they replace them and lines "
+                                      f"{last + k + 1}-{end} were kept; add a marker", local)
+                if not flip:
+                    end = last + k
+            elif i1 == len(seg) - 1:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it but its last "
                                       f"line matches original line {last}, so lines "
                                       f"{last + 1}-{end} were kept; add a marker", local)
+                if not flip:
+                    end = last
             else:
                 self.unsure(last + 1, f"{hunk.label}: no marker comes after it, so original "
                                       f"lines {last + 1}-{end} were replaced by its last "
-                                      f"{len(seg) - 1 - i1} lines; add a marker to keep them",
-                            local)
-            if (i1 == len(seg) - 1) != ((hunk.number, "after") in self.edge_flips):
-                end = last
+                                      f"{k} lines; add a marker to keep them", local)
+                if flip:
+                    end = last
             self.edge_choices.append((hunk.number, "after"))
         if hunk.marker_before and not hunk.marker_after and end >= self.eof and \
                 i1 < len(seg) - 1 and seg[-1].strip():
@@ -358,6 +381,16 @@ class _Merger:
                 return
         if hi > lo:
             self.replacements.append(_Replacement(lo, hi, []))
+
+    def _in_place(self, lines: list[str], at: int, lo: int, hi: int) -> bool:
+        """Do ``lines`` (a segment's unmatched edge with no marker, at most 3) each nearly
+        equal (:func:`.beside.alike`) the original line at ``at`` on, all within the edge's
+        region ``[lo, hi)``? A snippet that starts the file would not show an edit of the
+        line right above its first match; an agent's one-line change does."""
+        if not 0 < len(lines) <= 3 or at < lo or at + len(lines) > hi:
+            return False
+        return all(alike(n, o) for n, o in zip(lines, self.orig[at:at + len(lines)],
+                                                strict=True))
 
     def _free_end(self, seg: list[str], hunk: Hunk, p: Placement) -> Hunk:
         """A segment with a marker before it and none after runs to the file's end; where

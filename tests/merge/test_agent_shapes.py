@@ -4,6 +4,8 @@ readings. Small files written here; the shapes come from ../shared/data/agent-tr
 
 from __future__ import annotations
 
+import pytest
+
 from fastapply.merge import apply_snippet
 
 PHP = """<?php
@@ -261,3 +263,27 @@ def test_a_declaration_rewritten_after_a_marker_and_a_blank_line_with_no_marker_
     appended = "# ... existing code ...\n  end\nend\n\ndef extra\n      env[3]\nend\n"
     assert apply_snippet(original, appended).check() == \
         original + "\ndef extra\n      env[3]\nend\n"
+
+
+@pytest.mark.parametrize("snippet", [
+    # the changed line, its anchor below, a marker: no marker before it
+    "        path = request.url.raw_path\n        a2 = join(method, path)\n"
+    "# ... existing code ...\n",
+    # a marker, the anchor above, the changed line: no marker after it
+    "# ... existing code ...\n        a1 = join(user, realm)\n"
+    "        path = request.url.raw_path\n",
+])
+def test_a_one_line_change_with_one_anchor_and_one_marker_replaces_the_line_in_place(
+        snippet: str) -> None:
+    head = "".join(f"import mod_{i}\n" for i in range(30))
+    tail = "".join(f"    def other_{i}(self):\n        return {i}\n\n" for i in range(30))
+    original = (f"{head}\n\nclass Auth:\n    def digest(self, request):\n"
+                f"        a1 = join(user, realm)\n        path = request.url.full_path\n"
+                f"        a2 = join(method, path)\n        return a2\n\n{tail}")
+    got = apply_snippet(original, snippet)
+    assert got.text == original.replace("url.full_path", "url.raw_path")
+    assert got.uncertain and "nearly equal" in got.uncertain[0].message
+    # the textbook reading (the snippet starts or ends the file: 30 or more lines gone)
+    # is the rival
+    texts = [c.text for c in got.with_readings().candidates]
+    assert any(len(t.splitlines()) < len(original.splitlines()) - 30 for t in texts[1:])
