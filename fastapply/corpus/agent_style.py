@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import random
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +34,12 @@ from fastapply.corpus.languages import COMMENTS
 from fastapply.corpus.snippets import lines_of
 from fastapply.merge import is_marker
 
-AGENT_STYLES = ("signature", "named", "whole_block", "whole_file")
+AGENT_STYLES = ("signature", "named", "whole_block", "whole_file", "removed",
+                "blank_after_marker", "no_doc", "in_place", "one_anchor")
+
+#: What a marker that says lines were removed says (``{}``: the removed declaration's name).
+REMOVED = ("... removed {} ...", "... {} removed ...", "... deleted the old {} ...",
+           "... removed unused {} ...")
 
 #: What the markers of the ``named`` style say, by where the elided run lies.
 NAMED_BEFORE = ("... existing imports ...", "... previous code ...",
@@ -241,12 +247,168 @@ def whole_file_snippet(original: str, updated: str, language: str, rng: random.R
     return updated
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = frozenset({"def", "class", "func", "fn", "function", "pub", "public", "private",
+                       "protected", "static", "async", "export", "const", "let", "var",
+                       "void", "int", "final", "return", "if", "else", "for", "while",
+                       "type", "struct", "impl", "mod", "use", "import", "from", "self"})
+
+
+def _name_of(lines: Sequence[str]) -> str:
+    """A name for removed lines: the first identifier of their first line that is not a
+    keyword ("the lines" where there is none)."""
+    first = next((s for s in lines if s.strip()), "")
+    return next((w for w in _NAME.findall(first) if w not in _KEYWORDS), "the lines")
+
+
+def removed_snippet(original: str, updated: str, language: str, rng: random.Random
+                    ) -> str:
+    """The textbook lazy snippet (1-3 lines of context) where each run of removed lines is
+    a marker that says so (``// ... removed parse_args ...``), with code on both sides: the
+    lines between the marker's neighbours go. "" for a change that removes no line alone.
+
+    >>> old = "import a\\n\\ndef f():\\n    return 1\\n\\ndef g():\\n    return 2\\n\\nx = 1\\n"
+    >>> new = old.replace("def g():\\n    return 2\\n\\n", "")
+    >>> print(removed_snippet(old, new, "python", random.Random(2)), end="")
+    # ... existing code ...
+        return 1
+    <BLANKLINE>
+    # ... removed g ...
+    x = 1
+    """
+    from fastapply.corpus.snippets import _anchored_context, spans
+
+    old, new = lines_of(original), lines_of(updated)
+    ops = _opcodes(old, new)
+    if not any(tag == "delete" for tag, *_ in ops):
+        return ""
+    ctx = rng.choice((1, 2, 3))
+    before, after = _anchored_context(old, new, (ctx, ctx))
+    groups = spans(old, new, before, after)
+    out: list[str] = []
+    prev = 0
+    for g in groups:
+        if g.i1 > prev:
+            indent = next((s[: _indent(s)] for s in old[prev:g.i1] if s.strip()), "")
+            out.append(_marker(language, "... existing code ...", indent))
+        for tag, i1, i2, j1, j2 in ops:
+            lo, hi = max(i1, g.i1), min(i2, g.i2)
+            if tag == "equal" and lo < hi:
+                out.extend(old[lo:hi])
+            elif tag == "delete" and g.i1 <= i1 < g.i2:
+                if i1 == g.i1 or i2 == g.i2:
+                    return ""  # code on both sides: the marker's neighbours bound the run
+                indent = next((s[: _indent(s)] for s in old[i1:i2] if s.strip()), "")
+                out.append(_marker(language, rng.choice(REMOVED).format(_name_of(old[i1:i2])),
+                                   indent))
+            elif tag in ("replace", "insert") and g.j1 <= j1 < g.j2:
+                out.extend(new[j1:j2])
+        prev = g.i2
+    if prev < len(old):
+        indent = next((s[: _indent(s)] for s in old[prev:] if s.strip()), "")
+        out.append(_marker(language, "... existing code ...", indent))
+    if any(is_marker(s) for g in groups for s in new[g.j1:g.j2]):
+        return ""
+    return _join(out)
+
+
+def blank_after_marker_snippet(original: str, updated: str, language: str,
+                               rng: random.Random) -> str:
+    """A marker, a blank line, then the enclosing block of the changes from its signature
+    (agents leave the blank line that stands before a declaration); only where the
+    updated file has a blank line right above the block, so that is what it reads as."""
+    body = signature_snippet(original, updated, language, rng)
+    if not body:
+        return ""
+    new = lines_of(updated)
+    first = body.splitlines()[0]
+    at = [k for k, s in enumerate(new) if s == first]
+    if len(at) != 1 or at[0] < 2 or new[at[0] - 1].strip():
+        return ""
+    return _marker(language, rng.choice(NAMED_BEFORE + ("... existing code ...",)), "") \
+        + "\n\n" + body
+
+
+def no_doc_snippet(original: str, updated: str, language: str, rng: random.Random) -> str:
+    """A short function written out whole, from its signature to its end, with no marker,
+    its doc comment (the comment lines right above it, unchanged) left out: agents
+    rewrite the function and leave its comment to stand."""
+    old, new = lines_of(original), lines_of(updated)
+    changed = _changed_new_lines(old, new)
+    if len(changed) != 1:
+        return ""
+    block = enclosing_block(new, *changed[0], max_lines=40)
+    if block is None or block[0] == 0:
+        return ""
+    above = new[block[0] - 1].strip()
+    comments = tuple(c.split("{}")[0].strip() for c in COMMENTS.get(language, ("// {}",)))
+    if not above or not above.startswith(comments + ("*", "/**", "///", '"""')):
+        return ""
+    shown = new[block[0]:block[1]]
+    return "" if any(is_marker(s) for s in shown) else _join(shown)
+
+
+def _one_line_change(original: str, updated: str) -> tuple[list[str], list[str], int] | None:
+    """(old, new, index) of an edit that changes one line in place, else None."""
+    old, new = lines_of(original), lines_of(updated)
+    changes = [op for op in _opcodes(old, new) if op[0] != "equal"]
+    if len(changes) != 1:
+        return None
+    tag, i1, i2, j1, j2 = changes[0]
+    if tag != "replace" or i2 - i1 != 1 or j2 - j1 != 1 or is_marker(new[j1]):
+        return None
+    return old, new, i1
+
+
+def in_place_snippet(original: str, updated: str, language: str, rng: random.Random) -> str:
+    """A changed line shown in place under one anchor, between markers:
+    ``marker / the line above / the changed line / marker``. "" unless one line changed
+    into one alike it (the same keys, or most of its text: :func:`fastapply.merge.beside.alike`;
+    a line unlike the one it replaces reads as well as an insertion there) and the line
+    above it is unique and not blank."""
+    from fastapply.merge.beside import alike
+
+    found = _one_line_change(original, updated)
+    if found is None:
+        return ""
+    old, new, i = found
+    if not alike(new[i], old[i]):
+        return ""
+    if i == 0 or not old[i - 1].strip() or old.count(old[i - 1]) != 1 or is_marker(old[i - 1]):
+        return ""
+    indent = new[i][: _indent(new[i])]
+    return _join([_marker(language, "... existing code ...", indent), old[i - 1], new[i],
+                  _marker(language, "... existing code ...", indent)])
+
+
+def one_anchor_snippet(original: str, updated: str, language: str, rng: random.Random
+                       ) -> str:
+    """A one-line change with one anchor and one marker: ``marker / anchor above /
+    changed line`` or ``changed line / anchor below / marker`` (the side without a marker
+    meant as "the rest as it is"). "" unless one line changed beside a unique anchor."""
+    found = _one_line_change(original, updated)
+    if found is None:
+        return ""
+    old, new, i = found
+    indent = new[i][: _indent(new[i])]
+    marker = _marker(language, rng.choice(("... existing code ...",) + NAMED_INSIDE), indent)
+    sides = [k for k in (i - 1, i + 1) if 0 <= k < len(old) and old[k].strip()
+             and old.count(old[k]) == 1 and not is_marker(old[k])]
+    if not sides:
+        return ""
+    k = rng.choice(sides)
+    return _join([marker, old[k], new[i]] if k < i else [new[i], old[k], marker])
+
+
 def agent_snippet(original: str, updated: str, language: str, style: str,
                   rng: random.Random) -> str:
     """The snippet of ``style`` (one of :data:`AGENT_STYLES`), or "" where it does not
     apply to this change."""
     makers = {"signature": signature_snippet, "named": named_snippet,
-              "whole_block": whole_block_snippet, "whole_file": whole_file_snippet}
+              "whole_block": whole_block_snippet, "whole_file": whole_file_snippet,
+              "removed": removed_snippet, "blank_after_marker": blank_after_marker_snippet,
+              "no_doc": no_doc_snippet, "in_place": in_place_snippet,
+              "one_anchor": one_anchor_snippet}
     try:
         maker = makers[style]
     except KeyError:

@@ -101,3 +101,87 @@ def test_training_examples_are_deterministic_for_a_seed_and_cover_every_style() 
     assert {"lazy", "search_replace", "udiff"} <= styles
     assert len(styles & set(AGENT_STYLES)) >= 3
     assert {ex["format"] for ex in first} == {"kortix", "morph"}
+
+
+# -- the styles of agent-written snippets (issue 46) ----------------------------------------
+
+BLOCKS = ("import os\n\n\ndef load(path):\n    \"\"\"Read the file.\"\"\"\n"
+          "    with open(path) as f:\n        data = f.read()\n    return data\n\n\n"
+          "def parse_args(argv):\n"
+          "    return argv[1:]\n\n\ndef main():\n    args = parse_args([])\n"
+          "    print(load(args[0]))\n")
+
+
+@pytest.mark.parametrize(("style", "new", "shape"), [
+    # a marker that says what was removed, with code on both sides
+    ("removed", BLOCKS.replace("def parse_args(argv):\n    return argv[1:]\n\n\n", ""),
+     "parse_args ..."),
+    # a marker, a blank line, then the block from its signature
+    ("blank_after_marker", BLOCKS.replace("argv[1:]", "argv[2:]"), "\n\ndef parse_args"),
+    # the function whole, its doc comment left out
+    ("no_doc", BLOCKS.replace("    return data\n", "    return data.strip()\n"),
+     "def load(path):\n    with open"),
+    # one changed line shown in place under one anchor, between markers
+    ("in_place", BLOCKS.replace("data = f.read()", "data = f.read(4096)"),
+     "    with open(path) as f:\n        data = f.read(4096)\n"),
+    # a one-line change with one anchor and one marker
+    ("one_anchor", BLOCKS.replace("data = f.read()", "data = f.read(4096)"), "f.read(4096)"),
+])
+def test_agent_styles_read_as_meant_give_the_edit(style: str, new: str, shape: str) -> None:
+    old = BLOCKS
+    if style == "no_doc":  # the comment right above the function, as agents leave it
+        old = old.replace('def load(path):\n    """Read the file."""\n',
+                          '# Read the file.\ndef load(path):\n')
+        new = new.replace('def load(path):\n    """Read the file."""\n',
+                          '# Read the file.\ndef load(path):\n')
+    snippet = agent_snippet(old, new, "python", style, random.Random(0))
+    assert shape in snippet, snippet
+    if style == "no_doc":
+        assert "# Read the file." not in snippet and not any(
+            is_marker(s) for s in snippet.splitlines())
+    assert apply_snippet(old, snippet).text == new  # the merge reads it as meant
+
+
+def test_agent_styles_apply_only_where_they_read_one_way() -> None:
+    # a changed line unlike the one it replaces reads as an insertion as well
+    unlike = BLOCKS.replace("        data = f.read()\n", "        raise SystemExit(2)\n")
+    assert agent_snippet(BLOCKS, unlike, "python", "in_place", random.Random(0)) == ""
+    # nothing removed: no removal marker
+    assert agent_snippet(BLOCKS, BLOCKS.replace("[1:]", "[2:]"), "python", "removed",
+                         random.Random(0)) == ""
+    # two changed lines: not a one-line change
+    two = BLOCKS.replace("[1:]", "[2:]").replace("f.read()", "f.read(1)")
+    assert agent_snippet(BLOCKS, two, "python", "one_anchor", random.Random(0)) == ""
+
+
+def test_agent_written_snippets_join_the_mix_as_they_are() -> None:
+    from fastapply.model.sft_data import SftConfig, agent_examples
+
+    recs = [json.loads(line) for line in DATA.open()]
+    for r in recs:
+        r["lazy_snippet"] = "# ... existing code ...\n" + r["updated"][-200:]
+    got = list(agent_examples(recs, seed=0, config=SftConfig(whole_file_lines=40)))
+    assert got and all(ex["style"] == "agent" and ex["whole_file"] for ex in got)
+    by_id = {r["id"]: r for r in recs}
+    assert all(ex["snippet"] == by_id[ex["id"]]["lazy_snippet"] for ex in got)
+    assert all(ex["original"].count("\n") <= 40 for ex in got)
+    assert len(got) < len(recs)  # the longer files are left out, not cropped
+
+
+def test_retries_find_crops_where_the_drawn_agent_style_applies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapply.model import sft_data
+
+    # two one-line changes far apart: no one-line change in the whole file, one in a crop
+    old = "".join(f"value_{i} = compute({i})\n" for i in range(120))
+    new = old.replace("compute(10)", "compute(10, fast=True)").replace(
+        "compute(100)", "compute(100, fast=True)")
+    rec = {"id": "r", "repo": "r", "path": "a.py", "language": "python", "original": old,
+           "updated": new}
+    monkeypatch.setattr(sft_data, "STYLES", {"one_anchor": 1.0})
+    whole = sft_data.SftConfig(whole_file_chance=1.0)
+    assert [ex["style"] for ex in examples([rec], seed=0, config=whole)] == ["lazy"]
+    tried = list(examples([rec], seed=0, config=sft_data.SftConfig(whole_file_chance=1.0,
+                                                                   retries=6)))
+    assert [ex["style"] for ex in tried] == ["one_anchor"] and not tried[0]["whole_file"]
+    assert apply_snippet(tried[0]["original"], tried[0]["snippet"]).text == tried[0]["updated"]
