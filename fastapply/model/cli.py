@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,6 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip records whose file has fewer lines")
     t.add_argument("--whole-only", action="store_true",
                    help="whole files only: skip records that cannot be shown whole")
+    t.add_argument("--retries", type=int, default=None,
+                   help="other crops tried for a drawn style that does not apply, before "
+                        "the textbook style stands in (default 0)")
+    t.add_argument("--agent", type=Path, action="append", default=[],
+                   help="JSONL of records whose lazy_snippet a coding agent wrote "
+                        "(agent-train.jsonl): each a whole-file example with that snippet, "
+                        "after the drawn ones (repeatable)")
     t.add_argument("--hard-windows", action="store_true",
                    help="add the hard cases: the windows the windowed witness asks about "
                         "where the merge of a record is unsure, in every snippet style, "
@@ -55,12 +63,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _sft(args: argparse.Namespace) -> int:
     import dataclasses
+    import itertools
     import time
     from collections import Counter
 
     from fastapply.examples import DataError, load_edits
     from fastapply.model.hard_windows import hard_examples
-    from fastapply.model.sft_data import SftConfig, mix_table, write_examples
+    from fastapply.model.sft_data import SftConfig, agent_examples, mix_table, write_examples
 
     try:
         recs = load_edits(args.data)
@@ -68,10 +77,17 @@ def _sft(args: argparse.Namespace) -> int:
         print(f"fastapply model sft: {exc}", file=sys.stderr)
         return 2
     given = {k: getattr(args, k) for k in ("whole_file_chance", "whole_file_lines",
-                                            "min_lines") if getattr(args, k) is not None}
+                                            "min_lines", "retries")
+             if getattr(args, k) is not None}
     config = dataclasses.replace(SftConfig(), whole_only=args.whole_only, **given)
     counts: Counter[str] = Counter()
-    extra = hard_examples(recs, args.seed, counts=counts) if args.hard_windows else ()
+    extra: Any = hard_examples(recs, args.seed, counts=counts) if args.hard_windows else ()
+    for path in args.agent:
+        try:
+            extra = itertools.chain(extra, agent_examples(load_edits(path), args.seed, config))
+        except DataError as exc:
+            print(f"fastapply model sft: {exc}", file=sys.stderr)
+            return 2
     t0 = time.perf_counter()
     figures = write_examples(recs, args.out, args.seed, config, variants=args.variants,
                              extra=extra)

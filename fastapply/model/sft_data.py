@@ -26,10 +26,12 @@ from fastapply.corpus.agent_style import agent_snippet, window
 from fastapply.corpus.snippets import lazy_parts, search_replace, udiff
 
 #: snippet style -> weight in the mix. ``lazy`` is the corpus generator's textbook style,
-#: the four after it are the agent styles, then the two exact notations.
+#: the nine after it are the agent styles (:data:`~fastapply.corpus.agent_style.AGENT_STYLES`),
+#: then the two exact notations. A style that does not apply to a change falls back to lazy.
 STYLES: dict[str, float] = {
-    "lazy": 0.24, "signature": 0.16, "named": 0.10, "whole_block": 0.06, "whole_file": 0.04,
-    "search_replace": 0.20, "udiff": 0.20,
+    "lazy": 0.18, "signature": 0.10, "named": 0.08, "whole_block": 0.04, "whole_file": 0.03,
+    "removed": 0.06, "blank_after_marker": 0.05, "no_doc": 0.03, "in_place": 0.05,
+    "one_anchor": 0.05, "search_replace": 0.17, "udiff": 0.16,
 }
 #: prompt format -> weight (kortix is the served default).
 FORMATS: dict[str, float] = {"kortix": 0.75, "morph": 0.25}
@@ -57,6 +59,10 @@ class SftConfig:
     #: examples whose original + snippet + answer pass this many characters are skipped
     #: (the trainer's ``--max-tokens`` is the exact limit).
     max_chars: int = 32000
+    #: where the drawn style does not apply, other crops of the record tried for it
+    #: before the textbook style stands in (agent styles that need one changed line or
+    #: one removal apply to few whole files).
+    retries: int = 0
 
 
 def _pick(rng: random.Random, weights: dict[str, float]) -> str:
@@ -98,6 +104,14 @@ def examples(records: Iterable[dict[str, Any]], seed: int = 0,
         style = _pick(rng, STYLES)
         fmt = _pick(rng, FORMATS)
         snippet = snippet_of(style, original, updated, rec["language"], rec["path"], rng)
+        for _ in range(config.retries if style != "lazy" else 0):
+            if snippet.strip():
+                break
+            crop = window(rec["original"], rec["updated"], rng, config.max_lines, config.margin)
+            if crop is not None:
+                (original, updated), whole = crop, False
+                snippet = snippet_of(style, original, updated, rec["language"], rec["path"],
+                                     rng)
         if not snippet.strip():
             style = "lazy"  # the textbook style applies to every change
             snippet = snippet_of(style, original, updated, rec["language"], rec["path"], rng)
@@ -108,6 +122,28 @@ def examples(records: Iterable[dict[str, Any]], seed: int = 0,
             "style": style, "format": fmt, "whole_file": whole,
             "original": original, "snippet": snippet, "updated": updated}
         if "license" in rec:  # a window of a file stays under its repository's licence
+            example["license"] = rec["license"]
+        yield example
+
+
+def agent_examples(records: Iterable[dict[str, Any]], seed: int = 0,
+                   config: SftConfig = SftConfig()) -> Iterator[dict[str, Any]]:
+    """One whole-file example per record whose ``lazy_snippet`` a coding agent wrote
+    (``agent-train.jsonl``: the snippet as it is, not drawn), style ``agent``; records
+    whose file is longer than ``config.whole_file_lines`` are skipped (a crop would not
+    be the snippet's file)."""
+    rng = random.Random(seed)
+    for rec in records:
+        original, updated, snippet = rec["original"], rec["updated"], rec.get("lazy_snippet")
+        if not snippet or not snippet.strip() or \
+                original.count("\n") > config.whole_file_lines or \
+                len(original) + len(snippet) + len(updated) > config.max_chars:
+            continue
+        example: dict[str, Any] = {
+            "id": rec["id"], "repo": rec["repo"], "language": rec["language"],
+            "style": "agent", "format": _pick(rng, FORMATS), "whole_file": True,
+            "original": original, "snippet": snippet, "updated": updated}
+        if "license" in rec:
             example["license"] = rec["license"]
         yield example
 
