@@ -90,6 +90,10 @@ def test_config_errors_say_what_to_do():
                                              rf"'{runtime}' does not report"):
             ServiceConfig(runtime=runtime, engine_dir="engine", policy="confident")
         assert ServiceConfig(runtime=runtime, engine_dir="engine").policy == "certain_or_agree"
+    # the torch runtime reports them: its default refuses an agreement it was unsure of
+    assert ServiceConfig(runtime="torch", model_dir="m").policy == "certain_or_confident_agree"
+    assert ServiceConfig(runtime="torch", model_dir="m", policy="certain_or_agree").policy == \
+        "certain_or_agree"
 
 
 # -- torch runtime with the tiny model ------------------------------------------------

@@ -61,9 +61,30 @@ READ_DIFFERENTLY = "the model and the deterministic merge read the snippet diffe
 #: Policies that serve a certain deterministic merge at once, whatever the model writes.
 ANY_CERTAIN = frozenset({"certain_or_agree", "certain_or_agree_any",
                          "certain_or_confident_agree"})
-#: The shipped policy and its threshold (chosen on the validation split).
-DEFAULT_POLICY = "certain_or_agree"
+#: The shipped policy and its threshold (chosen on the validation split; ``auto``:
+#: :func:`resolve_policy`, once the runtime is known).
+DEFAULT_POLICY = "auto"
+#: What a server may be set to: ``auto`` or one of :data:`POLICIES`.
+POLICY_CHOICES = ("auto", *POLICIES)
 DEFAULT_THRESHOLD = 0.5
+
+
+def resolve_policy(policy: str, reports_probs: bool) -> str:
+    """The policy ``auto`` stands for: ``certain_or_confident_agree`` where the runtime
+    reports the probability of each token it writes, else ``certain_or_agree``.
+
+    On the validation split and agent-written snippets the model's agreements with a wrong
+    unsure merge had the lowest token probabilities (0.48-0.53, five of them in three
+    measurements) and none of the 60 exact ones fell under 0.55, so the threshold (0.5)
+    refuses wrong agreements and no right one seen (docs/benchmarks.md, issue 46); the
+    TensorRT-LLM runtimes report no probabilities.
+
+    >>> resolve_policy("auto", True), resolve_policy("auto", False), resolve_policy("model", True)
+    ('certain_or_confident_agree', 'certain_or_agree', 'model')
+    """
+    if policy != "auto":
+        return policy
+    return "certain_or_confident_agree" if reports_probs else "certain_or_agree"
 
 
 @dataclass(frozen=True)

@@ -64,17 +64,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve the tiny random model built locally (torch runtime)")
     from fastapply.decoding.prompts import FORMATS
     from fastapply.decoding.runtimes import KV_CACHES, RUNTIMES
-    from fastapply.decoding.witness import POLICIES
+    from fastapply.decoding.witness import POLICY_CHOICES
     from fastapply.service import ServiceConfig
 
     p.add_argument("--runtime", choices=RUNTIMES, default=None,
                    help="default: torch with the embedded default model (SmolLM2-135M + "
                         "the shipped adapter) or --model DIR; deterministic: the "
                         "deterministic merge, no model")
-    p.add_argument("--policy", choices=list(POLICIES), default=None,
+    p.add_argument("--policy", choices=list(POLICY_CHOICES), default=None,
                    help=f"what a model runtime serves, given its output and the "
-                        f"deterministic merge (default: {ServiceConfig.policy}; see "
-                        f"docs/model.md)")
+                        f"deterministic merge (default: {ServiceConfig.policy}: "
+                        f"certain_or_confident_agree on torch, certain_or_agree on the "
+                        f"TensorRT-LLM runtimes; see docs/model.md)")
     p.add_argument("--threshold", type=float, default=None,
                    help="lowest token probability the confidence policies accept")
     p.add_argument("--witness", choices=["window", "file"], default=None,

@@ -87,7 +87,7 @@ def repository_values(**params: Any) -> dict[str, str]:
 
     >>> values = repository_values(runtime="deterministic", policy=None)
     >>> values["runtime"], values["policy"], config_from_parameters(values)[0].runtime
-    ('deterministic', 'certain_or_agree', 'deterministic')
+    ('deterministic', 'auto', 'deterministic')
     """
     unknown = sorted(set(params) - set(DEFAULTS))
     if unknown:

@@ -15,6 +15,7 @@ from fastapply.decoding.witness import (
     DEFAULT_THRESHOLD,
     NEEDS_PROBS,
     POLICIES,
+    resolve_policy,
 )
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
@@ -108,8 +109,11 @@ class ServiceConfig:
         if not self.witness_budget_s >= 0:  # (NaN too)
             raise ValueError(f"witness_budget_s must be a number of seconds >= 0 (0: no "
                              f"budget), got {self.witness_budget_s!r}")
+        if self.policy == "auto":  # frozen: set once, as the runtime's own default
+            object.__setattr__(self, "policy", resolve_policy(
+                self.policy, self.runtime in PROB_RUNTIMES))
         if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; use one of: "
+            raise ValueError(f"unknown policy {self.policy!r}; use one of: auto, "
                              f"{', '.join(POLICIES)}")
         if self.policy in NEEDS_PROBS and self.runtime != "deterministic" and \
                 self.runtime not in PROB_RUNTIMES:
@@ -117,7 +121,8 @@ class ServiceConfig:
             raise ValueError(f"policy {self.policy!r} decides by the model's token "
                              f"probabilities, which runtime {self.runtime!r} does not "
                              f"report (it returns token ids only); use a policy that does "
-                             f"not ({DEFAULT_POLICY}, the default) or the torch runtime")
+                             f"not (certain_or_agree, the default there) or the torch "
+                             f"runtime")
 
 
 

@@ -105,7 +105,9 @@ def test_an_unexpected_exception_is_a_refusal_of_kind_error(
 
 def test_the_config_is_the_one_serve_renders_with_no_options(tiny_model_dir: Path) -> None:
     config = served_config("torch", tiny_model_dir)
-    assert (config.runtime, config.policy, config.witness) == ("torch", "certain_or_agree", "file")
+    assert (config.runtime, config.policy, config.witness) == ("torch",
+                                                                "certain_or_confident_agree",
+                                                                "file")
     assert config.model_dir == str(tiny_model_dir.resolve()) and config.witness_budget_s > 0
     assert served_config("deterministic").runtime == "deterministic"
 
