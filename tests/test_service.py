@@ -620,3 +620,13 @@ def test_a_whole_file_equal_to_no_reading_is_refused_under_agree_any(
         make(64, policy="certain_or_agree_any").apply(*TINY_COMPLETE)
     assert caught.value.partial is not None
     assert caught.value.partial.stats.finish_reason == "parted"  # stopped once it left both
+
+
+def test_an_unsure_merge_refused_without_a_model_shows_its_readings(deterministic) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        deterministic.apply("a\nb\nc\nb\nd\n", "# ...\nb\nX\n# ...\n")
+    message = str(caught.value)
+    assert message.startswith("the snippet cannot be merged: lazy segment 1")
+    assert "the merge's readings differ at lines 3-5" in message
+    assert "  chosen:\n    X\n" in message
+    assert "  rival (lazy segment 1 at its other match):" in message

@@ -148,16 +148,21 @@ class FastApplyService:
         return result
 
     def _apply_deterministic(self, original: str, snippet: str) -> ApplyResult:
-        from fastapply.merge import apply_snippet
+        from fastapply.merge import MergeResult, apply_snippet
         from fastapply.merge.edits import EditError
 
+        result: MergeResult | None = None
         try:
-            merged = apply_snippet(original, snippet).check()
+            result = apply_snippet(original, snippet)
+            merged = result.check()
         except EditError as exc:
-            raise InvalidRequest(
-                f"the snippet cannot be merged: {exc}; nothing was merged: make each change "
-                f"match one place (keep a few unchanged lines around it, or send "
-                f"SEARCH/REPLACE blocks) and send it again") from None
+            message = (f"the snippet cannot be merged: {exc}; nothing was merged: make each "
+                       f"change match one place (keep a few unchanged lines around it, or "
+                       f"send SEARCH/REPLACE blocks) and send it again")
+            if result is not None and result.uncertain:  # unsure: show what it weighed
+                message = with_readings(message, Reading(result.text, False, str(exc),
+                                                         merge=result))
+            raise InvalidRequest(message) from None
         return ApplyResult(merged, Stats(finish_reason="merged"))
 
     def _apply_model(self, original: str, snippet: str, instruction: str | None,
