@@ -409,9 +409,16 @@ def _asks_for_tags(*prose: str) -> bool:
 
 
 def _system_text(messages: list[Any]) -> list[str]:
-    return [_text(m.get("content"), f"messages[{i}].content")
-            for i, m in enumerate(messages)
-            if isinstance(m, dict) and m.get("role") in ("system", "developer")]
+    """The text of the system and developer messages (where a prompt may ask for its
+    answer's wrapping); content that is not text says nothing of it and is skipped."""
+    texts = []
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") in ("system", "developer"):
+            try:
+                texts.append(_text(m.get("content"), f"messages[{i}].content"))
+            except ApiError:
+                continue
+    return texts
 
 
 def parse_chat(body: dict[str, Any]) -> MergeRequest:
