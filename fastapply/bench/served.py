@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from fastapply.service import FastApplyService, ServiceConfig
 
 #: Why a request was refused (see the module docstring), in the order tables show them.
-KINDS = ("merge_error", "unsure", "disagreed", "witness_budget", "context_limit",
-         "incomplete", "invalid_input", "other", "error")
+KINDS = ("merge_error", "unsure", "disagreed", "unsure_agreement", "witness_budget",
+         "context_limit", "incomplete", "invalid_input", "other", "error")
 #: (name, most lines) of the original files' length buckets.
 LENGTH_BUCKETS = (("<=200 lines", 200), ("201-1000 lines", 1000), (">1000 lines", 10**9))
 #: Snippet fields a records file holds.
@@ -103,6 +103,9 @@ def refusal_kind(exc: BaseException) -> str:
     'merge_error'
     >>> refusal_kind(InvalidRequest("edit_snippet is empty; send the edit to merge"))
     'invalid_input'
+    >>> refusal_kind(Refused("the model wrote the deterministic merge's file but was unsure "
+    ...                      "(lowest token probability 0.48 < 0.5); nothing was merged: ..."))
+    'unsure_agreement'
     >>> refusal_kind(KeyError("original"))
     'error'
     """
@@ -120,6 +123,8 @@ def refusal_kind(exc: BaseException) -> str:
         return "merge_error"
     if "witness budget" in text:
         return "witness_budget"
+    if "the model wrote the deterministic merge's file but was unsure" in text:
+        return "unsure_agreement"  # certain_or_confident_agree under its threshold
     if "context limit" in text:
         return "context_limit"
     if isinstance(exc, Refused):
