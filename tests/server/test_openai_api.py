@@ -433,3 +433,26 @@ def test_a_snippet_with_protocol_delimiters_is_refused() -> None:
     code, _ = anchor_plan(big_file(50), [])
     err = refused(user(morph("a\n", code)))
     assert err.code == "anchor_protocol"
+
+
+def test_hostile_kortix_escaped_and_anchor_messages_take_linear_work() -> None:
+    # Each is a few MB under the body limit; each is read or refused in well under a
+    # second here. A subprocess, so that a quadratic regression fails at the bound.
+    import subprocess
+    import sys
+
+    code = ("from fastapply.server.openai.api import ApiError, parse_chat\n"
+            "cases = ['x <code>' * 400_000 + '</code>\\n<update>a</update>',\n"
+            "         '</code><update>' * 200_000,\n"
+            "         '<code>' + '&amp;' * 500_000 + '</code><update>&lt;</update>',\n"
+            "         '<code>\\u27eaMORPH_DEFINITIONS_BEGIN_0\\u27eb\\n' + "
+            "'\\u27eaM0:0:line\\u27eb=\"x\"\\n' * 100_000 + '</code><update>a</update>']\n"
+            "for text in cases:\n"
+            "    try:\n"
+            "        parse_chat({'messages': [{'role': 'user', 'content': text}]})\n"
+            "        print('read')\n"
+            "    except ApiError as exc:\n"
+            "        print(exc.code)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["read", "ambiguous_tags", "read", "anchor_protocol"]
