@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapply.corpus.languages import COMMENTS
@@ -108,6 +108,44 @@ def enclosing_block(lines: Sequence[str], first: int, last: int,
 def _marker(language: str, wording: str, indent: str) -> str:
     template = COMMENTS.get(language, ("// {}",))[0]
     return indent + template.format(wording)
+
+
+def _marker_for(language: str, wording: str, elided: Sequence[str]) -> str:
+    """A marker standing for ``elided``, indented as its first non-blank line."""
+    return _marker(language, wording, next((s[: _indent(s)] for s in elided if s.strip()), ""))
+
+
+def _marked(original: str, updated: str, language: str, rng: random.Random,
+            wording: Callable[[str], str],
+            shown: Callable[[Any], list[str] | None]) -> str:
+    """The textbook lazy snippet (1-3 lines of context, drawn): each group of changes as
+    ``shown(group)`` gives its lines (None: the style does not apply), and a marker for
+    each elided run of the original, worded by ``wording("before" | "inside" | "after")``;
+    "" where no group shows or a shown line reads as a marker."""
+    from fastapply.corpus.snippets import _anchored_context, spans
+
+    old, new = lines_of(original), lines_of(updated)
+    ctx = rng.choice((1, 2, 3))
+    before, after = _anchored_context(old, new, (ctx, ctx))
+    groups = spans(old, new, before, after)
+    if not groups:
+        return ""
+    out: list[str] = []
+    prev = 0
+    for g in groups:
+        if g.i1 > prev:
+            out.append(_marker_for(language, wording("before" if prev == 0 else "inside"),
+                                   old[prev:g.i1]))
+        lines = shown(g)
+        if lines is None:
+            return ""
+        out.extend(lines)
+        prev = g.i2
+    if prev < len(old):
+        out.append(_marker_for(language, wording("after"), old[prev:]))
+    if any(is_marker(s) for g in groups for s in new[g.j1:g.j2]):
+        return ""
+    return _join(out)
 
 
 def _changed_new_lines(old: Sequence[str], new: Sequence[str],
@@ -197,30 +235,10 @@ def named_snippet(original: str, updated: str, language: str, rng: random.Random
     z = 3
     # ... remaining code ...
     """
-    from fastapply.corpus.snippets import _anchored_context, spans
-
-    old, new = lines_of(original), lines_of(updated)
-    ctx = rng.choice((1, 2, 3))
-    before, after = _anchored_context(old, new, (ctx, ctx))
-    groups = spans(old, new, before, after)
-    if not groups:
-        return ""
-    out: list[str] = []
-    prev = 0
-    for g in groups:
-        if g.i1 > prev:
-            elided = old[prev:g.i1]
-            wording = rng.choice(NAMED_BEFORE if prev == 0 else NAMED_INSIDE)
-            indent = next((s[: _indent(s)] for s in elided if s.strip()), "")
-            out.append(_marker(language, wording, indent))
-        out.extend(new[g.j1:g.j2])
-        prev = g.i2
-    if prev < len(old):
-        indent = next((s[: _indent(s)] for s in old[prev:] if s.strip()), "")
-        out.append(_marker(language, rng.choice(NAMED_AFTER), indent))
-    if any(is_marker(s) for g in groups for s in new[g.j1:g.j2]):
-        return ""
-    return _join(out)
+    words = {"before": NAMED_BEFORE, "inside": NAMED_INSIDE, "after": NAMED_AFTER}
+    new = lines_of(updated)
+    return _marked(original, updated, language, rng, lambda where: rng.choice(words[where]),
+                   lambda g: new[g.j1:g.j2])
 
 
 def whole_block_snippet(original: str, updated: str, language: str, rng: random.Random,
@@ -276,40 +294,28 @@ def removed_snippet(original: str, updated: str, language: str, rng: random.Rand
     # ... removed g ...
     x = 1
     """
-    from fastapply.corpus.snippets import _anchored_context, spans
-
     old, new = lines_of(original), lines_of(updated)
     ops = _opcodes(old, new)
     if not any(tag == "delete" for tag, *_ in ops):
         return ""
-    ctx = rng.choice((1, 2, 3))
-    before, after = _anchored_context(old, new, (ctx, ctx))
-    groups = spans(old, new, before, after)
-    out: list[str] = []
-    prev = 0
-    for g in groups:
-        if g.i1 > prev:
-            indent = next((s[: _indent(s)] for s in old[prev:g.i1] if s.strip()), "")
-            out.append(_marker(language, "... existing code ...", indent))
+
+    def shown(g: Any) -> list[str] | None:
+        out: list[str] = []
         for tag, i1, i2, j1, j2 in ops:
             lo, hi = max(i1, g.i1), min(i2, g.i2)
             if tag == "equal" and lo < hi:
                 out.extend(old[lo:hi])
             elif tag == "delete" and g.i1 <= i1 < g.i2:
                 if i1 == g.i1 or i2 == g.i2:
-                    return ""  # code on both sides: the marker's neighbours bound the run
-                indent = next((s[: _indent(s)] for s in old[i1:i2] if s.strip()), "")
-                out.append(_marker(language, rng.choice(REMOVED).format(_name_of(old[i1:i2])),
-                                   indent))
+                    return None  # code on both sides: the marker's neighbours bound the run
+                out.append(_marker_for(language, rng.choice(REMOVED).format(
+                    _name_of(old[i1:i2])), old[i1:i2]))
             elif tag in ("replace", "insert") and g.j1 <= j1 < g.j2:
                 out.extend(new[j1:j2])
-        prev = g.i2
-    if prev < len(old):
-        indent = next((s[: _indent(s)] for s in old[prev:] if s.strip()), "")
-        out.append(_marker(language, "... existing code ...", indent))
-    if any(is_marker(s) for g in groups for s in new[g.j1:g.j2]):
-        return ""
-    return _join(out)
+        return out
+
+    return _marked(original, updated, language, rng, lambda where: "... existing code ...",
+                   shown)
 
 
 def blank_after_marker_snippet(original: str, updated: str, language: str,
