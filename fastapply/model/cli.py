@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,8 @@ def _sft(args: argparse.Namespace) -> int:
              if getattr(args, k) is not None}
     config = dataclasses.replace(SftConfig(), whole_only=args.whole_only, **given)
     counts: Counter[str] = Counter()
-    extra: Any = hard_examples(recs, args.seed, counts=counts) if args.hard_windows else ()
+    extra: Iterable[dict[str, Any]] = (
+        hard_examples(recs, args.seed, counts=counts) if args.hard_windows else ())
     for path in args.agent:
         try:
             extra = itertools.chain(extra, agent_examples(load_edits(path), args.seed, config))

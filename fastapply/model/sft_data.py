@@ -65,6 +65,18 @@ class SftConfig:
     retries: int = 0
 
 
+def _example(rec: dict[str, Any], style: str, fmt: str, whole: bool, original: str,
+             snippet: str, updated: str) -> dict[str, Any]:
+    """One training example of ``rec`` (its crop or whole file, snippet and answer)."""
+    example: dict[str, Any] = {
+        "id": rec["id"], "repo": rec["repo"], "language": rec["language"],
+        "style": style, "format": fmt, "whole_file": whole,
+        "original": original, "snippet": snippet, "updated": updated}
+    if "license" in rec:  # a window of a file stays under its repository's licence
+        example["license"] = rec["license"]
+    return example
+
+
 def _pick(rng: random.Random, weights: dict[str, float]) -> str:
     return rng.choices(list(weights), list(weights.values()))[0]
 
@@ -117,13 +129,7 @@ def examples(records: Iterable[dict[str, Any]], seed: int = 0,
             snippet = snippet_of(style, original, updated, rec["language"], rec["path"], rng)
         if not snippet.strip() or len(original) + len(snippet) + len(updated) > config.max_chars:
             continue
-        example: dict[str, Any] = {
-            "id": rec["id"], "repo": rec["repo"], "language": rec["language"],
-            "style": style, "format": fmt, "whole_file": whole,
-            "original": original, "snippet": snippet, "updated": updated}
-        if "license" in rec:  # a window of a file stays under its repository's licence
-            example["license"] = rec["license"]
-        yield example
+        yield _example(rec, style, fmt, whole, original, snippet, updated)
 
 
 def agent_examples(records: Iterable[dict[str, Any]], seed: int = 0,
@@ -139,13 +145,7 @@ def agent_examples(records: Iterable[dict[str, Any]], seed: int = 0,
                 original.count("\n") > config.whole_file_lines or \
                 len(original) + len(snippet) + len(updated) > config.max_chars:
             continue
-        example: dict[str, Any] = {
-            "id": rec["id"], "repo": rec["repo"], "language": rec["language"],
-            "style": "agent", "format": _pick(rng, FORMATS), "whole_file": True,
-            "original": original, "snippet": snippet, "updated": updated}
-        if "license" in rec:
-            example["license"] = rec["license"]
-        yield example
+        yield _example(rec, "agent", _pick(rng, FORMATS), True, original, snippet, updated)
 
 
 def write_examples(records: list[dict[str, Any]], out: Path, seed: int = 0,
