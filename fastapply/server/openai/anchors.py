@@ -81,23 +81,21 @@ def expand(code: str) -> Expanded | None:
     table = code[begin.end():end_at]
     skeleton = code[end_at + len(end):]
     prefix = f"⟪M{ns}:"
-    values: list[str] = []
-    markers: dict[str, str] = {}
+    markers: dict[str, str] = {}  # placeholder -> its text, in the table's order
     # The SDK writes one definition a line (JSON escapes line breaks); split on "\n" only,
     # as a JSON string may hold U+2028 raw.
     for n, line in enumerate(table.split("\n") if table else [], start=1):
         head, sep, value = line.partition("⟫=")
         match = re.fullmatch(rf"⟪M{ns}:(\d+):([^⟫]+)", head)
-        if not sep or match is None or int(match.group(1)) != len(values):
+        if not sep or match is None or int(match.group(1)) != len(markers):
             raise AnchorError(f"{PROTOCOL}: definition {n} is not "
-                              f"⟪M{ns}:{len(values)}:KIND⟫=\"JSON string\"")
+                              f"⟪M{ns}:{len(markers)}:KIND⟫=\"JSON string\"")
         try:
             text = json.loads(value)
         except ValueError:
             text = None
         if not isinstance(text, str):
             raise AnchorError(f"{PROTOCOL}: definition {n} does not hold a JSON string")
-        values.append(text)
         markers[head + "⟫"] = text
     pattern = re.compile(rf"⟪M{ns}:\d+:[^⟫\n]+⟫")
     unknown: list[str] = []

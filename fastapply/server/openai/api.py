@@ -236,9 +236,9 @@ def _opening(text: str, tag: str, before: int) -> int:
 
 def _frame(text: str, sep: re.Match[str], first: str, last: str
            ) -> tuple[int, int, int] | None:
-    """(start, end) of a ``<first>...</first><last>...</last>`` frame around ``sep``, the
-    one place the first tag's close meets the second's opening, as (start of the opening
-    tag, end of the closing tag, end of the text before it); None where either is missing."""
+    """The ``<first>...</first><last>...</last>`` frame around ``sep`` (the one place the
+    first tag's close meets the second's opening): (where its opening tag starts, where
+    its closing tag ends, where that closing tag starts); None where either is missing."""
     start = _opening(text, f"<{first}>", sep.start())
     close = text.rfind(f"</{last}>")
     if start < 0 or close < sep.end():
@@ -388,10 +388,10 @@ def prepare(original: str, update: str, instruction: str | None, wrap: bool, *,
             escaping = None  # unescaped, the file would close the model's answer: as sent
         else:
             original, update = plain
-    if wrap:
+    if wrap and escaping is None:
         for text, what in ((original, "file"), (update, "snippet")):
             for tag in ANSWER_TAGS:
-                if escaping is None and tag in text:
+                if tag in text:
                     raise ApiError(400, f"the {what} holds '{tag}' (line "
                                         f"{_line_of(text, tag)}), and the prompt asks for the "
                                         f"answer inside <updated-code> tags: a client would "
