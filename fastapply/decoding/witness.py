@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fastapply.merge import MergeResult
+    from fastapply.merge.apply import Candidate
 
 #: policy -> what it serves
 POLICIES: dict[str, str] = {
@@ -147,12 +148,17 @@ def readings_of(det: Reading) -> Reading:
     return replace(det, merge=det.merge.with_readings())
 
 
-def rival_texts(det: Reading) -> list[str]:
-    """The whole files of the rival readings ``det``'s merge built (:func:`readings_of`),
-    the chosen reading left out."""
+def _rivals(det: Reading) -> list[Candidate]:
+    """The rival readings ``det``'s merge built (:func:`readings_of`), the chosen one left
+    out."""
     if det.merge is None:
         return []
-    return [c.text for c in det.merge.candidates if c.text != det.text]
+    return [c for c in det.merge.candidates if c.text != det.text]
+
+
+def rival_texts(det: Reading) -> list[str]:
+    """The whole files of :func:`_rivals`."""
+    return [c.text for c in _rivals(det)]
 
 
 def _differing(a: list[str], b: list[str]) -> tuple[int, int, int]:
@@ -187,10 +193,10 @@ def readings_there(det: Reading, model_text: str | None = None, most: int = 4,
         X
     """
     det = readings_of(det)
-    if det.merge is None or det.text is None:
+    if det.text is None:
         return ""
     chosen = det.text.splitlines()
-    others = [c for c in det.merge.candidates if c.text != det.text][:rivals]
+    others = _rivals(det)[:rivals]
     if not others:
         return ""
     texts = [chosen] + [c.text.splitlines() for c in others]
@@ -345,10 +351,9 @@ def plan(policy: str, det: Reading) -> Plan:
         return Plan(TO_END)
     certain = det.text is not None and det.certain
     if certain:
-        served = {"deterministic": "deterministic", "certain_or_agree": "deterministic-certain",
-                  "certain_or_agree_any": "deterministic-certain",
-                  "certain_or_confident_agree": "deterministic-certain",
-                  "agree_or_exact": "deterministic-exact" if det.exact_format else ""}
+        served = {"deterministic": "deterministic",
+                  "agree_or_exact": "deterministic-exact" if det.exact_format else "",
+                  **dict.fromkeys(ANY_CERTAIN, "deterministic-certain")}
         if served.get(policy):
             return Plan(SKIP, Decision(True, det.text or "", served[policy]))
         # A confident model that reads a certain merge otherwise refuses it; an unsure

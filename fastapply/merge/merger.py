@@ -393,13 +393,13 @@ class _Merger:
                                                 strict=True))
 
     def _free_end(self, seg: list[str], hunk: Hunk, p: Placement) -> Hunk:
-        """A segment with a marker before it and none after runs to the file's end; where
+        """A segment with a marker before it and none after runs to the file's end. Where
         only lines found at several places (blank lines, ``end``, ``}``) match there while
-        its first line, found once in the original, above, is left unmatched, it was put at
-        the end only because the end had to match. Where that line is its first (the
-        declaration an agent writes out again) and agents leave the last marker out:
-        read where that line is, the rest kept (the hunk given a marker after it),
-        unsure; the rival is the file's end."""
+        its first line (the declaration an agent writes out again) is found once in the
+        original, above, and left unmatched, it was put at the end only because the end
+        had to match, and agents leave the last marker out: it is read where that line
+        is, the rest kept (the hunk given a marker after it), unsure; the rival is the
+        file's end."""
         if not hunk.marker_before or hunk.marker_after or not p.pairs:
             return hunk
         table = self._positions(key_exact)
@@ -410,10 +410,11 @@ class _Merger:
         matched = {i for i, _ in p.pairs}
         head = next((i for i, s in enumerate(seg) if s.strip()), None)
         if head is None or head in matched or not once(head) or \
-                any(once(i) for i in matched) or \
-                table[key_exact(seg[head])][0] >= p.start[0]:
+                any(once(i) for i in matched):
             return hunk
         line = table[key_exact(seg[head])][0]
+        if line >= p.start[0]:
+            return hunk
         if self._doubt(hunk, "free end", line, (
                 f"no marker comes after it, so it should run to the file's end, but only "
                 f"lines found at several places match there while its first line "
