@@ -68,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=Path, default=None,
                    help="model directory (default: the embedded default model)")
     p.add_argument("--policy", default=None,
-                   help="a serve --policy other than the default (certain_or_agree)")
+                   help="a serve --policy other than the default (auto)")
     p.add_argument("--save", type=Path,
                    help="write a row per record here as it goes; resume after its rows")
     p.add_argument("--load", type=Path, help="the tables of rows saved by --save; no serving")
