@@ -104,12 +104,15 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
 
     removal: tuple[str, int, str] | None = None  # a removal marker before the segment
 
+    marker_indent: str | None = None  # the plain marker right before the segment
+
     def flush_lazy(marker_after: bool, after: tuple[str, int, str] | None = None) -> None:
-        nonlocal lazy, marker_before, removal
+        nonlocal lazy, marker_before, removal, marker_indent
         if any(s.strip() for s in lazy):
             add("lazy", [], lazy, lazy_start + 1, marker_before=marker_before,
-                marker_after=marker_after, removal=after or removal)
-        lazy, removal = [], None
+                marker_after=marker_after, removal=after or removal,
+                marker_indent=marker_indent if marker_before else None)
+        lazy, removal, marker_indent = [], None, None
 
     after_block = False  # only blank lines since the last SEARCH/REPLACE block (or diff)
     files: list[str] = []  # the files that a diff's file headers name
@@ -172,7 +175,7 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
                     flush_lazy(marker_after=True, after=("after", *said))
                 else:
                     removal = ("before", *said)
-                marker_before = True
+                marker_before, marker_indent = True, None
                 i += 1
                 while blank and i < len(lines) and not lines[i].strip():
                     i += 1
@@ -186,6 +189,7 @@ def parse_edit(snippet: str, original: str | None = None) -> EditPlan:
         if marker:
             flush_lazy(marker_after=True)
             marker_before = True
+            marker_indent = line[:len(line) - len(line.lstrip())]
             lazy_start = i + 1
             i += 1
             continue

@@ -5,6 +5,7 @@ hunks by :mod:`.blocks`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -43,6 +44,13 @@ def _cut(p: Placement, side: str, at: int, shift: bool = False) -> Placement:
     else:
         pairs = tuple((i, j) for i, j in p.pairs if i < at)
     return replace(p, pairs=pairs)
+
+
+#: A line that only closes a block: brackets and punctuation, or a closing keyword.
+CLOSING = re.compile(r"^(?:[)\]}>;,]+|end|fi|done|esac|endif|end;)$")
+#: How far outside a segment's region, and how long (characters, stripped), an original
+#: line kept there must be for a new line equal to it to read as doubled (_doubled).
+DOUBLED_REACH, DOUBLED_MIN_CHARS = 3, 8
 
 
 @dataclass(frozen=True)
@@ -270,10 +278,12 @@ class _Merger:
             seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
+        start = self._block_end(start, seg, p, hunk)
         start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
         start, end, seg, p = self._blank_anchors(start, end, seg, p, hunk)
         start, end, p = self._weak_edges(start, end, seg, p, hunk)
         start, end = self._beside(start, end, seg, p, hunk)
+        self._doubled(start, end, seg, p, hunk)
         if implied or self.anchored.get(hunk.number, (False, False))[1]:
             # it ends on new lines and no marker was written after it: the rest of their
             # block kept, or a line after it replaced, is a guess (merge/edges.py)
@@ -476,6 +486,69 @@ class _Merger:
                 start = b.lo
         return start, end
 
+    def _block_end(self, start: int, seg: list[str], p: Placement, hunk: Hunk) -> int:
+        """A marker indented deeper than the closing line (``}``, ``end``) that follows it
+        stands for the rest of the block that line closes. Where the alignment matched that
+        generic line further on, past an earlier copy of it at the same depth or less in the
+        marker's gap, the block ended there and the lines between (other definitions) are
+        kept only because the segment's other lines are new or found at several places:
+        unsure; the rival reading
+        starts the segment at the block's end, replacing what lies between."""
+        if not hunk.marker_indent or not p.pairs:
+            return start
+        head = next((i for i, s in enumerate(seg) if s.strip()), None)
+        matched = dict(p.pairs)
+        if head is None or head not in matched or not CLOSING.match(seg[head].strip()):
+            return start
+        depth = len(_indent(seg[head]))
+        if depth >= len(hunk.marker_indent):
+            return start
+        table = self._positions(key_exact)
+        if any(len(table.get(key_exact(seg[i]), ())) == 1 for i in matched if i > head):
+            return start  # a line found once anchors it there
+        j = matched[head]
+        k = next((k for k in range(self.pos, j) if self.orig[k].strip() and
+                  len(_indent(self.orig[k])) <= depth), None)
+        if k is None or self.orig[k].strip() != seg[head].strip():
+            return start
+        if self._doubt(hunk, "block end", k, (
+                f"the marker before it is indented deeper than its first line "
+                f"{seg[head].strip()!r}, so it stands for the rest of the block that line "
+                f"closes, which ends at original line {k + 1}; the segment was matched at "
+                f"line {j + 1} instead, keeping original lines {k + 1}-{j} (if they are "
+                f"replaced, show the block's last lines before the marker; if they stay, "
+                f"add a marker after the block's end)")):
+            return k
+        return start
+
+    def _doubled(self, start: int, end: int, seg: list[str], p: Placement, hunk: Hunk
+                 ) -> None:
+        """A new line at the segment's edge that is, word for word, an original line found
+        once in the file and kept just outside the region (the alignment let it go, to keep
+        its context runs short): the file would hold that line twice, where the snippet
+        most likely showed it as context. Unsure; no reading has it matched (its change
+        beside it would need placing again)."""
+        if not p.pairs:
+            return
+        table = self._positions(key_exact)
+        i0, i1 = p.pairs[0][0], p.pairs[-1][0]
+        edges = ((range(i0), range(start - 1, max(-1, start - 1 - DOUBLED_REACH), -1)),
+                 (range(i1 + 1, len(seg)), range(end, min(self.eof, end + DOUBLED_REACH))))
+        for new, near in edges:
+            kept = {self.orig[j]: j for j in near
+                    if len(self.orig[j].strip()) >= DOUBLED_MIN_CHARS and
+                    len(table.get(key_exact(self.orig[j]), ())) == 1}
+            for i in new:
+                j = kept.get(seg[i])
+                if j is not None:
+                    self.unsure(j + 1, f"{hunk.label}: its line {seg[i].strip()[:60]!r} is "
+                                       f"new where it was placed, but it is original line "
+                                       f"{j + 1}, kept right beside it, so the file would "
+                                       f"hold that line twice; if it is context, show one "
+                                       f"more unchanged line beside it, or send the change "
+                                       f"as SEARCH/REPLACE blocks")
+                    return
+
     def _blank_anchors(self, start: int, end: int, seg: list[str], p: Placement,
                        hunk: Hunk) -> tuple[int, int, list[str], Placement]:
         """Keep the unshown lines that only blank lines beside a marker would remove
@@ -530,7 +603,37 @@ class _Merger:
                 m += 1
             if j - m <= start <= j:
                 start = j - min(first, m)
+        elif hunk.marker_before and first > 0 and first not in matched:
+            # its first non-blank line is new: the blank lines above it still meet the
+            # original's blank run there, wherever the alignment matched one of them
+            start = self._blank_run_edge(start, end, first, "before")
+        if hunk.marker_after and last < len(seg) - 1 and last not in matched:
+            end = self._blank_run_edge(start, end, len(seg) - 1 - last, "after")
         return start, end
+
+    def _blank_run_edge(self, start: int, end: int, k: int, side: str) -> int:
+        """The region's edge on ``side`` where the segment's ``k`` blank lines there meet
+        the original's blank run around that edge (kept outside the region, replaced
+        inside it up to its first non-blank line): as many blank lines as the longer of
+        the two runs, not their sum."""
+        orig = self.orig
+        if side == "before":
+            out = 0  # kept above the region
+            while start - out - 1 >= 0 and not orig[start - out - 1].strip():
+                out += 1
+            inside = 0
+            while start + inside < end and not orig[start + inside].strip():
+                inside += 1
+            extra = out + k - max(k, out + inside)
+            return start - max(0, min(extra, out))
+        out = 0  # kept below the region
+        while end + out < self.eof and not orig[end + out].strip():
+            out += 1
+        inside = 0
+        while end - inside - 1 >= start and not orig[end - inside - 1].strip():
+            inside += 1
+        extra = out + k - max(k, out + inside)
+        return end + max(0, min(extra, out))
 
     def _moved(self, start: int, end: int) -> bool:
         """Are the non-blank lines of orig[start:end] all in the snippet (moved, so

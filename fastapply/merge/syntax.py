@@ -189,6 +189,9 @@ class Hunk:
     #: line, the marker): the original lines between the segment and its neighbour (the
     #: file's edge, if none) go, a removal shown by adjacency.
     removal: tuple[str, int, str] | None = None
+    #: Lazy: the indentation of the plain marker right before the segment (None: no such
+    #: marker; a SEARCH block, a diff hunk or a removal marker came before it).
+    marker_indent: str | None = None
 
     @property
     def label(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fastapply.merge import apply_snippet
+from fastapply.merge.merger import _Merger
 
 PHP = """<?php
 class A
@@ -287,3 +288,90 @@ def test_a_one_line_change_with_one_anchor_and_one_marker_replaces_the_line_in_p
     # is the rival
     texts = [c.text for c in got.with_readings().candidates]
     assert any(len(t.splitlines()) < len(original.splitlines()) - 30 for t in texts[1:])
+
+
+def test_blank_lines_above_a_new_first_line_meet_the_files_blank_run_once() -> None:
+    # marker, two blank lines, a changed signature: where the alignment matched the first
+    # blank line to the file's second one, one blank line was kept above and two written
+    # (tqdm mkdocs.py, 3 in all); the region starts where the two runs are one
+    orig = ['"""', "", "", "def f(a):", "    return a", "", "", "def g():"]
+    m = _Merger(orig, None, len(orig))
+    assert m._blank_run_edge(2, 5, 2, "before") == 1  # 2 blank lines, not 3
+    assert m._blank_run_edge(2, 5, 1, "before") == 2  # the file's 2 stay: the longer run
+    assert m._blank_run_edge(1, 5, 2, "before") == 1
+    # after: the segment's last line new, then two blank lines and a marker
+    assert m._blank_run_edge(3, 5, 2, "after") == 7
+    assert m._blank_run_edge(3, 6, 2, "after") == 7
+    assert m._blank_run_edge(3, 5, 3, "after") == 7
+
+
+def test_a_new_line_that_doubles_the_unique_line_kept_beside_it_is_unsure() -> None:
+    # the agent's call, rewritten on one line, then the unchanged `if` as context: the
+    # alignment let the `if` go (its context run would be too long) and wrote it again
+    # after the three-line call it kept (tqdm dask.py); the file would hold it twice
+    original = ("class C(Base):\n    def __init__(self, a=None, b=None,\n"
+                "                 c=None, **kw):\n        \"\"\"Doc.\n\n        More.\n"
+                "        \"\"\"\n        super(C, self).__init__(\n"
+                "            a=a, b=b,\n            c=c)\n        if kw_given_here:\n"
+                "            kw = dict(kw)\n        self.kw = kw\n\n    def run(self):\n"
+                "        return self.kw\n")
+    snippet = ("class C(Base):\n    def __init__(self, a=None, **kw):\n"
+               "        # ... docstring unchanged ...\n        super(C, self).__init__(a=a)\n"
+               "        if kw_given_here:\n            kw = dict(kw)\n        self.kw = kw\n\n"
+               "# ... existing code ...\n")
+    result = apply_snippet(original, snippet)
+    if result.text.count("if kw_given_here:") == 2:
+        assert any("kept right beside it, so the file would hold that line twice" in u.message
+                   for u in result.uncertain)
+    else:  # read right: the line once, certain or not
+        assert result.text.count("if kw_given_here:") == 1
+
+
+GO_STRUCT = """package v2
+
+import (
+	"fmt"
+	"net/http"
+)
+
+type Article struct {
+	*v3.Article
+
+	// Additional fields.
+	SelfURL string `json:"self_url"`
+}
+
+var Presenter = render.NewPresenter(Convert)
+
+func Convert(from *v3.Article) *Article {
+	return &Article{Article: from}
+}
+"""
+
+
+def test_a_closing_line_after_a_deeper_marker_ends_the_block_that_marker_is_in() -> None:
+    # the marker inside the struct stands for its other fields; the `}` after it closes
+    # the struct, and the new functions after it replace what followed. Matched instead
+    # at the file's last `}` (only lines found at several places anchor it there), the old
+    # functions were kept, certain (chi article.go): now unsure, the block's end a reading
+    snippet = ("// ... existing code ...\ntype Article struct {\n\t*data.Article\n\n"
+               "\t// Additional fields.\n\t// ... existing code ...\n}\n\n"
+               "func NewArticle(a *data.Article) *Article {\n\treturn &Article{Article: a}\n}\n")
+    truth = GO_STRUCT.replace("\t*v3.Article\n", "\t*data.Article\n").split("var Presenter")[0] + \
+        "func NewArticle(a *data.Article) *Article {\n\treturn &Article{Article: a}\n}\n"
+    result = apply_snippet(GO_STRUCT, snippet)
+    assert result.uncertain and any("indented deeper than its first line '}'" in u.message
+                                    for u in result.uncertain)
+    assert truth in readings(GO_STRUCT, snippet)
+
+
+def test_a_closing_line_after_a_deeper_marker_anchored_by_a_unique_line_stays_certain() -> None:
+    # the same shape where a line found once in the file follows the `}`: that line places
+    # it, whatever the marker's depth says ("rest of the file" markers are often indented)
+    original = ("type A struct {\n\tx int\n}\n\nfunc (a *A) One() int {\n\treturn 1\n}\n\n"
+                "func (a *A) Two() int {\n\treturn 2\n}\n")
+    snippet = ("type A struct {\n\tx int\n\t// ... rest of the file unchanged ...\n}\n\n"
+               "func (a *A) Two() int {\n\treturn 22\n}\n")
+    result = apply_snippet(original, snippet)
+    assert result.text == original.replace("return 2\n", "return 22\n")
+    assert not any("indented deeper" in u.message for u in result.uncertain)
