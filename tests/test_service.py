@@ -336,7 +336,7 @@ def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
     got = {}
     for k in (0, 64):
         deltas: list[str] = []
-        got[k] = make(k, policy="certain_or_agree", witness="window").apply(
+        got[k] = make(k, policy="certain_or_agree_any", witness="window").apply(
             "a = 1\n", "b\n", on_delta=deltas.append)
         assert got[k].merged_code == "".join(deltas) == \
             "a = 1\nb = 2\n" + want.merged_code + "c = 3\n"
@@ -344,6 +344,37 @@ def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
     assert got[0].stats.completion_tokens == got[64].stats.completion_tokens == \
         want.stats.completion_tokens
     assert got[64].stats.forward_passes < got[0].stats.forward_passes
+    # a policy that serves only the merge's chosen reading refuses it, naming the readings
+    with pytest.raises(Refused, match="rival reading of the merge, not the one it chose"):
+        make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
+
+
+def test_windows_of_the_chosen_reading_are_judged_by_the_policys_threshold(
+        tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The model's window is the chosen reading's: served as "window" where the policy
+    # asks for no confidence, or its lowest token probability clears the threshold;
+    # refused as an unsure agreement where it does not, as the whole file would be.
+    plain, _, make = tiny_services
+    from fastapply.merge.windows import Window
+    from fastapply.service.windows import WindowTask
+
+    want = plain.apply(*TINY_COMPLETE).merged_code
+    chosen = "a = 1\nb = 2\n" + want  # its window ends the file, as the model writes it
+    lines = (tuple(want.splitlines(True)), ("y = 0\n",))
+    task = WindowTask(Window(2, 2 + len(lines[0]), 2, 3, lines, (0, 1)), *TINY_COMPLETE,
+                      (want, "y = 0\n"))
+    monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
+    monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
+                        lambda original, snippet: Reading(chosen, certain=False))
+    for config in ({"policy": "certain_or_agree"},
+                   {"policy": "certain_or_confident_agree", "threshold": 0.0}):
+        got = make(64, witness="window", **config).apply("a = 1\n", "b\n")
+        assert got.merged_code == chosen and got.stats.witness == "window"
+        assert got.stats.min_token_prob < 1.0
+    strict = make(64, witness="window", policy="certain_or_confident_agree", threshold=1.0)
+    with pytest.raises(Refused, match="the model wrote the deterministic merge's file but "
+                                      "was unsure"):
+        strict.apply("a = 1\n", "b\n")
 
 
 def test_a_window_that_leaves_every_reading_is_refused_at_once_naming_the_line(
@@ -391,7 +422,7 @@ def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
         make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
     monkeypatch.setattr("fastapply.service.windows.plan_windows",
                         lambda *a: tasks(frozenset({1, 2})))
-    got = make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
+    got = make(64, policy="certain_or_agree_any", witness="window").apply("a = 1\n", "b\n")
     assert got.merged_code == full.replace("y = 0\n", want)
     assert got.stats.witness == "window-rival" and got.stats.windows == 2
 

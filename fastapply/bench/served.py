@@ -69,13 +69,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="model directory (default: the embedded default model)")
     p.add_argument("--policy", default=None,
                    help="a serve --policy other than the default (auto)")
+    p.add_argument("--witness", choices=("window", "file"), default=None,
+                   help="a serve --witness other than the default")
     p.add_argument("--save", type=Path,
                    help="write a row per record here as it goes; resume after its rows")
     p.add_argument("--load", type=Path, help="the tables of rows saved by --save; no serving")
 
 
-def served_config(runtime: str, model: Path | None = None, policy: str | None = None
-                  ) -> ServiceConfig:
+def served_config(runtime: str, model: Path | None = None, policy: str | None = None,
+                  witness: str | None = None) -> ServiceConfig:
     """The ServiceConfig of ``fastapply serve --runtime RUNTIME [--model DIR]``: its
     arguments, rendered into the repository's parameters, read back as the Triton model
     reads them (without ``--model``, torch builds the embedded default model on first use)."""
@@ -86,7 +88,8 @@ def served_config(runtime: str, model: Path | None = None, policy: str | None = 
     parser = argparse.ArgumentParser()
     serve_arguments(parser)
     args = parser.parse_args(["--runtime", runtime] + (["--model", str(model)] if model else [])
-                             + (["--policy", policy] if policy else []))
+                             + (["--policy", policy] if policy else [])
+                             + (["--witness", witness] if witness else []))
     config, _workers = config_from_parameters(repository_values(**repository_parameters(args)))
     return config
 
@@ -235,7 +238,8 @@ def serve_records(args: argparse.Namespace
     done = {r["id"] for r in rows}
     if rows:
         print(f"resuming: {len(rows)} rows already in {args.save}", flush=True)
-    config = served_config(args.runtime, args.model, getattr(args, "policy", None))
+    config = served_config(args.runtime, args.model, getattr(args, "policy", None),
+                           getattr(args, "witness", None))
     print(f"serving as `fastapply serve --runtime {args.runtime}`: model {config.model_dir}, "
           f"policy {config.policy}, witness {config.witness}, witness_budget_s "
           f"{config.witness_budget_s:g}", flush=True)

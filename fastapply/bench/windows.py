@@ -2,13 +2,14 @@
 
 Each record of ``--data`` (corpus records, the validation split) is sent whole in each
 lazy and agent style of ``--styles``. The deterministic merge reads every snippet; a
-certain merge is served at once under ``certain_or_agree`` whatever the witness (counted
-as certain exact or wrong). Up to ``--unsure`` unsure merges per length bucket are then
-sent to the model twice in one run, once under each witness (``window``: only windows
-around the merge's unsure places; ``file``: the whole file), so the two are timed on the
-same machine state. Per bucket it prints what each serves (exact, wrong, refused), the
-forward passes, prompt tokens and seconds per unsure edit, and how often the right file
-is among the merge's readings (the ceiling of any witness there).
+certain merge is served at once under ``--policy`` (``auto`` by default, as ``fastapply
+serve``) whatever the witness (counted as certain exact or wrong). Up to ``--unsure``
+unsure merges per length bucket are then sent to the model twice in one run, once under
+each witness (``window``: only windows around the merge's unsure places; ``file``: the
+whole file), so the two are timed on the same machine state. Per bucket it prints what
+each serves (exact, wrong, refused), the forward passes, prompt tokens and seconds per
+unsure edit, and how often the right file is among the merge's readings (the ceiling of
+any witness there).
 
     python -m fastapply.bench windows --data valid-corpus.jsonl --unsure 8
 """
@@ -39,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unsure", type=int, default=8,
                    help="unsure merges per length bucket sent to the model (each twice)")
     p.add_argument("--witnesses", default="window,file")
+    p.add_argument("--policy", default="auto",
+                   help="the serve --policy both witnesses serve under (default auto)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", type=Path, help="write every reading here (JSONL)")
 
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         model = default_model_dir(quiet=False)
     witnesses = args.witnesses.split(",")
     services = {w: FastApplyService(ServiceConfig(runtime="torch", model_dir=str(model),
-                                                  policy="certain_or_agree", witness=w))
+                                                  policy=args.policy, witness=w))
                 for w in witnesses}
     rng = random.Random(args.seed)
     recs = load_edits(args.data)
@@ -111,7 +114,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                        "seconds": round(time.perf_counter() - t0, 2),
                        "forward_passes": stats.forward_passes if stats else 0,
                        "prompt_tokens": stats.prompt_tokens if stats else 0,
-                       "windows": stats.windows if stats else 0, "why": why}
+                       "windows": stats.windows if stats else 0, "why": why,
+                       "served_by": stats.witness if stats and outcome != "refused" else None,
+                       "min_token_prob": round(stats.min_token_prob, 4) if stats else None}
                 runs[bucket, w].append(row)
                 print(f"{bucket:16s} {w:6s} {style:11s} {row['lines']:5d} lines "
                       f"{outcome:8s} {row['seconds']:5.1f} s {row['forward_passes']:3d} passes "

@@ -217,10 +217,15 @@ class FastApplyService:
                 from fastapply.service.windows import NoWindows, witness_windows
 
                 try:
-                    return witness_windows(self, original, snippet, instruction, reading,
-                                           on_delta, cancelled, deadline)
+                    windowed = witness_windows(self, original, snippet, instruction, reading,
+                                               cancelled, deadline)
                 except NoWindows:
                     pass  # no place to put a window on: the whole file is witnessed
+                else:
+                    served = self._windows_served(reading, windowed)
+                    if on_delta is not None and served.merged_code:
+                        on_delta(served.merged_code)
+                    return served
             # a prompt far over the context is refused before the sources are tokenized
             prompts.refuse_far_over(tok, (original, snippet, instruction or ""),
                                     runtime.context_limit)
@@ -286,6 +291,29 @@ class FastApplyService:
             on_delta(decision.text)
         return ApplyResult(decision.text, Stats(finish_reason="merged",
                                                 witness=decision.witness))
+
+    def _windows_served(self, det: Reading, windowed: ApplyResult) -> ApplyResult:
+        """What the policy serves of the file the model's windows make: the chosen reading
+        (its windows all that reading's) as it judges the model's whole file, so under the
+        threshold of a confidence policy it is refused; a rival reading's only under
+        ``certain_or_agree_any`` (the rival windows served 2 wrong files of 6 on agent-train
+        with the shipped model, docs/benchmarks.md)."""
+        from fastapply.decoding.witness import READ_DIFFERENTLY
+
+        stats = windowed.stats
+        if stats.witness == "window-rival":
+            if self.config.policy == "certain_or_agree_any":
+                return windowed
+            stats.finish_reason = "parted"
+            raise Refused(with_readings(
+                f"{READ_DIFFERENTLY}: the model's windows are those of a rival reading of "
+                f"the merge, not the one it chose, and policy {self.config.policy} serves "
+                f"only the chosen one; nothing was merged: show more unchanged lines around "
+                f"the change so the merge is certain there, or send it as SEARCH/REPLACE "
+                f"blocks", det, windowed.merged_code), windowed)
+        served = self._witness(det, windowed, streamed=False)
+        served.stats.witness = "window"
+        return served
 
     def _witness(self, det: Reading, result: ApplyResult, streamed: bool) -> ApplyResult:
         """Serve what the policy decides between the model's output and the

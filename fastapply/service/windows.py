@@ -50,11 +50,13 @@ def plan_windows(original: str, snippet: str, reading: Reading) -> list[WindowTa
 
 def witness_windows(service: Any, original: str, snippet: str,
                     instruction: str | None, reading: Reading,
-                    on_delta: Callable[[str], None] | None,
                     cancelled: Callable[[], bool], deadline: float | None = None) -> ApplyResult:
-    """Serve an unsure merge by the model's windows (see the module), or refuse it.
-    ``service`` is the FastApplyService asking (its tokenizer, runtime, format);
-    ``deadline`` (time.perf_counter()) is when its witness budget runs out."""
+    """The file the model's windows make of an unsure merge (see the module), or Refused
+    where they leave every reading. The service's policy then judges that file as it
+    judges the model's whole file: a rival reading's is served only where the policy
+    serves rivals, an agreement under the threshold is refused where it asks for
+    confidence. ``service`` is the FastApplyService asking (its tokenizer, runtime,
+    format); ``deadline`` (time.perf_counter()) is when its witness budget runs out."""
     tasks = plan_windows(original, snippet, reading)
     assert reading.text is not None
     total = Stats(finish_reason="stop")
@@ -89,8 +91,6 @@ def witness_windows(service: Any, original: str, snippet: str,
     merged = "".join(out)
     total.windows = len(tasks)
     total.witness = "window" if alive is None or 0 in alive else "window-rival"
-    if on_delta is not None and merged:
-        on_delta(merged)
     return ApplyResult(merged, total)
 
 
