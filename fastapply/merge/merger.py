@@ -492,8 +492,9 @@ class _Merger:
         generic line further on, past an earlier copy of it at the same depth or less in the
         marker's gap, the block ended there and the lines between (other definitions) are
         kept only because the segment's other lines are new or found at several places:
-        unsure; the rival reading
-        starts the segment at the block's end, replacing what lies between."""
+        unsure; the rival reading starts the segment at the block's end, replacing what
+        lies between. A line found once in the file among its matches places it as it is
+        (agents indent "rest of the file" markers deep inside a block too)."""
         if not hunk.marker_indent or not p.pairs:
             return start
         head = next((i for i, s in enumerate(seg) if s.strip()), None)
