@@ -330,23 +330,25 @@ def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
     assert want.merged_code != chosen_window
     chosen = ["a = 1\n", "b = 2\n", chosen_window, "c = 3\n"]
     task = _window_task(*TINY_COMPLETE, (chosen_window, want.merged_code), chosen, 2)
+    rival = "a = 1\nb = 2\n" + want.merged_code + "c = 3\n"
     monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: Reading("".join(chosen), certain=False))
+                        lambda original, snippet: _unsure_reading("".join(chosen), rival))
     got = {}
     for k in (0, 64):
         deltas: list[str] = []
         got[k] = make(k, policy="certain_or_agree_any", witness="window").apply(
             "a = 1\n", "b\n", on_delta=deltas.append)
-        assert got[k].merged_code == "".join(deltas) == \
-            "a = 1\nb = 2\n" + want.merged_code + "c = 3\n"
+        assert got[k].merged_code == "".join(deltas) == rival
         assert got[k].stats.witness == "window-rival" and got[k].stats.windows == 1
     assert got[0].stats.completion_tokens == got[64].stats.completion_tokens == \
         want.stats.completion_tokens
     assert got[64].stats.forward_passes < got[0].stats.forward_passes
-    # a policy that serves only the merge's chosen reading refuses it, naming the readings
-    with pytest.raises(Refused, match="rival reading of the merge, not the one it chose"):
+    # a policy that serves only the merge's chosen reading refuses it, as it refuses the
+    # rival written as a whole file, naming the readings
+    with pytest.raises(Refused, match="read the snippet differently") as caught:
         make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
+    assert "rival (the tie's other match)" in str(caught.value)
 
 
 def test_windows_of_the_chosen_reading_are_judged_by_the_policys_threshold(
@@ -408,7 +410,8 @@ def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
     chosen = ["a = 1\n", "y = 0\n", "b = 2\n", "c = 3\n", "y = 0\n", "d = 4\n"]
     full = "".join(chosen)
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: Reading(full, certain=False))
+                        lambda original, snippet: _unsure_reading(
+                            full, full.replace("y = 0\n", want)))
 
     def tasks(second: frozenset[int]) -> list[Any]:
         return [_window_task(*TINY_COMPLETE, ("y = 0\n", want), chosen, 1,
@@ -425,6 +428,7 @@ def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
     got = make(64, policy="certain_or_agree_any", witness="window").apply("a = 1\n", "b\n")
     assert got.merged_code == full.replace("y = 0\n", want)
     assert got.stats.witness == "window-rival" and got.stats.windows == 2
+
 
 def test_a_certain_merge_of_a_file_past_the_context_is_served(tiny_services: Any) -> None:
     _, _, make = tiny_services

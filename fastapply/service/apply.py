@@ -293,26 +293,18 @@ class FastApplyService:
                                                 witness=decision.witness))
 
     def _windows_served(self, det: Reading, windowed: ApplyResult) -> ApplyResult:
-        """What the policy serves of the file the model's windows make: the chosen reading
-        (its windows all that reading's) as it judges the model's whole file, so under the
-        threshold of a confidence policy it is refused; a rival reading's only under
-        ``certain_or_agree_any`` (the rival windows served 2 wrong files of 6 on agent-train
+        """What the policy serves of the file the model's windows make, judged as it judges
+        the model's whole file (:meth:`_witness`): the chosen reading's under the threshold
+        of a confidence policy is refused, a rival reading's is served only under
+        ``certain_or_agree_any`` (rival windows served 2 wrong files of 6 on agent-train
         with the shipped model, docs/benchmarks.md)."""
-        from fastapply.decoding.witness import READ_DIFFERENTLY
-
-        stats = windowed.stats
-        if stats.witness == "window-rival":
-            if self.config.policy == "certain_or_agree_any":
-                return windowed
-            stats.finish_reason = "parted"
-            raise Refused(with_readings(
-                f"{READ_DIFFERENTLY}: the model's windows are those of a rival reading of "
-                f"the merge, not the one it chose, and policy {self.config.policy} serves "
-                f"only the chosen one; nothing was merged: show more unchanged lines around "
-                f"the change so the merge is certain there, or send it as SEARCH/REPLACE "
-                f"blocks", det, windowed.merged_code), windowed)
-        served = self._witness(det, windowed, streamed=False)
-        served.stats.witness = "window"
+        try:
+            served = self._witness(det, windowed, streamed=False)
+        except Refused as exc:  # the windows' file is what the model wrote: kept, parted
+            windowed.stats.finish_reason = "parted"
+            raise Refused(str(exc), windowed) from None
+        served.stats.witness = "window-rival" if served.stats.witness == "agree-rival" \
+            else "window"
         return served
 
     def _witness(self, det: Reading, result: ApplyResult, streamed: bool) -> ApplyResult:

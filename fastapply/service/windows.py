@@ -7,11 +7,12 @@ unsure place). For each window the model gets, in the served prompt format, the 
 lines of the window and the part of the snippet placed there (:func:`snippet_part`), and
 writes the window; every reading's window is a draft source, so speculation still gives
 the model's own greedy output token for token. Where its window equals one reading's, that
-reading's lines are taken; the file served is the chosen file with each window replaced,
-and only where one reading agrees with every window taken (then it is exactly that
-reading's whole file; windows that each match a different, exclusive reading are refused).
-Where the model's window leaves every reading, the edit is refused at once, naming the
-line and both texts.
+reading's lines are taken; the file they make is the chosen file with each window
+replaced, and only where one reading agrees with every window taken (then it is exactly
+that reading's whole file; windows that each match a different, exclusive reading are
+refused). The service's policy then judges that file as it judges the model's whole file
+(``FastApplyService._windows_served``). Where the model's window leaves every reading, the
+edit is refused at once, naming the line and both texts.
 
 The cost follows the unsure place, not the file: a window is a few dozen lines however
 long the file is, and a file past the model's context is witnessed in its windows; only a
