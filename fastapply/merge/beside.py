@@ -62,7 +62,7 @@ def alike(new: str, old: str) -> bool:
             len(new) - len(new.lstrip()) != len(old) - len(old.lstrip()):
         return False
     da, db = defined_name(new), defined_name(old)
-    if da and db and not _ratio(da.split()[-1], db.split()[-1], ALIKE):  # two names
+    if da and db and not ratio(da.split()[-1], db.split()[-1], ALIKE):  # two names
         return False
     ka, kb = _KEY.match(a), _KEY.match(b)
     if ka and kb and ka.group(1) == kb.group(1):  # one key set twice
@@ -70,10 +70,10 @@ def alike(new: str, old: str) -> bool:
     # two settings of other keys must be nearly the same text (``var Action = ShowHelp``
     # beside ``var DefaultAction = ShowHelp``; ``new_1 = 0`` is no ``line_1 = 1``)
     least = ALIKE_KEYS if ka and kb else ALIKE
-    return _ratio(a, b, least)
+    return ratio(a, b, least)
 
 
-def _ratio(a: str, b: str, least: float) -> bool:
+def ratio(a: str, b: str, least: float) -> bool:
     """difflib's ratio of ``a`` and ``b`` reaches ``least`` (their first LONGEST
     characters compared: a minified line must not cost seconds), the cheap bounds first."""
     m = difflib.SequenceMatcher(None, a[:LONGEST], b[:LONGEST], autojunk=False)

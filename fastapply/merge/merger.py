@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from fastapply.merge.beside import alike, beside, reach
+from fastapply.merge.beside import alike, beside, ratio, reach
 from fastapply.merge.costs import Placement, WorkBudget
 from fastapply.merge.definitions import opens_block, removed_definitions
 from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_edges
@@ -51,6 +51,13 @@ CLOSING = re.compile(r"^(?:[)\]}>;,]+|end|fi|done|esac|endif|end;)$")
 #: How far outside a segment's region, and how long (characters, stripped), an original
 #: line kept there must be for a new line equal to it to read as doubled (_doubled).
 DOUBLED_REACH, DOUBLED_MIN_CHARS = 3, 8
+#: Most lines of context written again that _outer_doubles compares.
+DOUBLED_RUN = 20
+#: How alike (difflib ratio of their stripped text) new lines beside a marker must be to
+#: the original lines the alignment wrote them over, to be read as their edit in place
+#: (_unlike_edges). On agent-written snippets, right merges of this shape were at 0.54,
+#: 0.56, 0.64 and 0.75 up; the wrong ones at 0.42, 0.47 and 0.63 (docs/benchmarks.md).
+IN_PLACE = 0.7
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,7 @@ class _Merger:
                 if flip:
                     end = last
             self.edge_choices.append((hunk.number, "after"))
+        start, end = self._unlike_edges(start, first, last, end, seg, p, hunk)
         if hunk.marker_before and not hunk.marker_after and end >= self.eof and \
                 i1 < len(seg) - 1 and seg[-1].strip():
             # it runs to the file's end on new lines: the blank lines that end the file are
@@ -434,6 +442,40 @@ class _Merger:
             return hunk  # the rival: at the file's end
         return replace(hunk, marker_after=True)
 
+    def _unlike_edges(self, start: int, first: int, last: int, end: int, seg: list[str],
+                      p: Placement, hunk: Hunk) -> tuple[int, int]:
+        """New lines between a marker and the segment's outermost match that the alignment
+        wrote in place of original lines there, though they read unlike them (neither
+        line for line :func:`.beside.alike`, nor alike as a whole: difflib ratio under
+        IN_PLACE): an agent's changed line shown in place is most often an edit of the
+        line there, and a new line added beside it reads like this. Unsure; the rival
+        reading inserts them and keeps those lines."""
+        i0, i1 = p.pairs[0][0], p.pairs[-1][0]
+        edges = []
+        if hunk.marker_after and i1 < len(seg) - 1 and last < end:
+            edges.append(("after", seg[i1 + 1:], last, end))
+        if hunk.marker_before and i0 > 0 and start < first:
+            edges.append(("before", seg[:i0], start, first))
+        for side, new, lo, hi in edges:
+            news = [s for s in new if s.strip()]
+            olds = [s for s in self.orig[lo:hi] if s.strip()]
+            if not news or not olds or self._moved(lo, hi) or \
+                    (len(news) == len(olds) and all(map(alike, news, olds))) or \
+                    ratio("\n".join(s.strip() for s in news),
+                          "\n".join(s.strip() for s in olds), IN_PLACE):
+                continue
+            if self._doubt(hunk, f"unlike {side}", lo, (
+                    f"its {'last' if side == 'after' else 'first'} new line(s) were written "
+                    f"in place of original lines {lo + 1}-{hi} "
+                    f"({self.orig[lo].strip()[:60]!r}), which they do not resemble; if "
+                    f"they are added beside those lines, or replace other ones, show one "
+                    f"more unchanged line {'after' if side == 'after' else 'before'} them")):
+                if side == "after":
+                    end = lo
+                else:
+                    start = hi
+        return start, end
+
     def _doubt(self, hunk: Hunk, edge: str, line: int, message: str) -> bool:
         """Report a doubt about ``hunk``'s ``edge`` at original line ``line`` (0-based),
         as a choice the rival readings flip; is it flipped in this reading?"""
@@ -535,20 +577,61 @@ class _Merger:
         i0, i1 = p.pairs[0][0], p.pairs[-1][0]
         edges = ((range(i0), range(start - 1, max(-1, start - 1 - DOUBLED_REACH), -1)),
                  (range(i1 + 1, len(seg)), range(end, min(self.eof, end + DOUBLED_REACH))))
-        for new, near in edges:
-            kept = {self.orig[j]: j for j in near
-                    if len(self.orig[j].strip()) >= DOUBLED_MIN_CHARS and
-                    len(table.get(key_exact(self.orig[j]), ())) == 1}
-            for i in new:
-                j = kept.get(seg[i])
-                if j is not None:
-                    self.unsure(j + 1, f"{hunk.label}: its line {seg[i].strip()[:60]!r} is "
-                                       f"new where it was placed, but it is original line "
-                                       f"{j + 1}, kept right beside it, so the file would "
-                                       f"hold that line twice; if it is context, show one "
-                                       f"more unchanged line beside it, or send the change "
-                                       f"as SEARCH/REPLACE blocks")
-                    return
+        doubles = [(seg[i], j) for new, near in edges
+                   for kept in [{self.orig[j]: j for j in near
+                                 if len(self.orig[j].strip()) >= DOUBLED_MIN_CHARS and
+                                 len(table.get(key_exact(self.orig[j]), ())) == 1}]
+                   for i in new if seg[i] in kept for j in [kept[seg[i]]]]
+        for line, j in doubles or self._outer_doubles(start, end, seg, p):
+            self.unsure(j + 1, f"{hunk.label}: its line {line.strip()[:60]!r} is new where "
+                               f"it was placed, but it is original line {j + 1}, kept right "
+                               f"beside it, so the file would hold that line twice; if it "
+                               f"is context, show one more unchanged line beside it, or send "
+                               f"the change as SEARCH/REPLACE blocks")
+            return
+
+    def _outer_doubles(self, start: int, end: int, seg: list[str], p: Placement
+                       ) -> list[tuple[str, int]]:
+        """New lines that open (close) the segment's new lines, with only blank lines,
+        matched, between them and the segment's edge, while the original lines kept right
+        past that edge (blank lines aside) are the same lines: the alignment took a blank
+        line as the anchor and wrote the context shown beside it again (an ``end``
+        written after a block's blank line is removed; four lines of context under a
+        marker and a blank line). Any lines, generic ones too: (first text, original
+        line) pairs."""
+        nonblank = [i for i, s in enumerate(seg) if s.strip()]
+        if not nonblank:
+            return []
+        matched = dict(p.pairs)
+        found: list[tuple[str, int]] = []
+        last, first = nonblank[-1], nonblank[0]
+        if last not in matched and any(i in matched for i in range(last + 1, len(seg))):
+            q = next((j for j in range(end, min(self.eof, end + DOUBLED_REACH))
+                      if self.orig[j].strip()), None)
+            run = self._new_run(seg, matched, last, -1)
+            if q is not None and any(run[:m][::-1] == self.orig[q:q + m]
+                                     for m in range(1, len(run) + 1)):
+                found.append((seg[last], q))
+        if first not in matched and any(i in matched for i in range(first)):
+            q = next((j for j in range(start - 1, max(-1, start - 1 - DOUBLED_REACH), -1)
+                      if self.orig[j].strip()), None)
+            run = self._new_run(seg, matched, first, 1)
+            if q is not None and any(run[:m] == self.orig[q - m + 1:q + 1]
+                                     for m in range(1, min(len(run), q + 1) + 1)):
+                found.append((seg[first], q))
+        return found
+
+    @staticmethod
+    def _new_run(seg: list[str], matched: dict[int, int], at: int, step: int) -> list[str]:
+        """The segment's new lines read from ``at`` forwards (``step`` 1) or backwards (-1),
+        up to the first blank or matched one, at most DOUBLED_RUN of them."""
+        run: list[str] = []
+        i = at
+        while 0 <= i < len(seg) and i not in matched and seg[i].strip() and \
+                len(run) < DOUBLED_RUN:
+            run.append(seg[i])
+            i += step
+        return run
 
     def _blank_anchors(self, start: int, end: int, seg: list[str], p: Placement,
                        hunk: Hunk) -> tuple[int, int, list[str], Placement]:

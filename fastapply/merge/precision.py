@@ -53,6 +53,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fastapply.merge.beside import alike
 from fastapply.merge.syntax import EditPlan
 
 __all__ = ["Removal", "removals", "review", "strict_runs", "unanchored_removals"]
@@ -198,6 +199,15 @@ class Removal:
     #: Share of an insertion's lines that nearly repeat (SIMILAR) original lines that no
     #: segment line matched, within NEAR lines of the insertion point.
     repeats: float = 0.0
+    #: A generic matched line beside the run nearly equals (:func:`.beside.alike`) the
+    #: removed line next to it, and the run holds a line less indented than its matched
+    #: neighbours: that line edited in place, read as the run's end of one block and
+    #: start of the next removed (the same setting of the next block matched instead).
+    edited_edge: bool = False
+    #: It removes a line less indented than the original line kept right after the run,
+    #: and every removed line after that one is deeper: a block's header goes while the
+    #: rest of its body stays (re-parented under the block before it, or left unopened).
+    orphans: bool = False
 
 
 def removals(orig: Sequence[str], start: int, end: int, pairs: Sequence[tuple[int, int]],
@@ -220,6 +230,7 @@ def removals(orig: Sequence[str], start: int, end: int, pairs: Sequence[tuple[in
 
     unique = sum(1 for i, _ in pairs if len(table.get(seg[i].strip(), ())) == 1)
     matched = {j for _, j in pairs}
+    by_orig = {j: i for i, j in pairs}
     bounds = [(-1, start - 1), *pairs, (len(seg), end)]
     found = []
     for k in range(len(bounds) - 1):
@@ -233,14 +244,62 @@ def removals(orig: Sequence[str], start: int, end: int, pairs: Sequence[tuple[in
         before, after = (len(table.get(t, ())) or 1 if t is not None else 0 for t in (b, a))
         repeats = 0.0 if removed or not ((b and generic(b)) or (a and generic(a))) else \
             _repeats(new, orig, j1 + 1, j2, matched)
+        written = set(new)
+        near = [s for s in orig[j1 + 1:j2] if s.strip() and s.strip() not in written]
+        sides = [seg[i] for i in (i1, i2) if 0 <= i < len(seg) and seg[i].strip()]
+        # (the run also leaves the block its matched lines stand in: it joins two blocks)
+        edited_edge = bool(gone) and bool(near) and bool(sides) and \
+            min(map(_depth, near)) < min(map(_depth, sides)) and (
+                (0 <= i2 < len(seg) and generic(a) and alike(seg[i2], near[0])) or
+                (0 <= i1 < len(seg) and generic(b) and alike(seg[i1], near[-1])))
+        orphans = bool(gone) and _orphans(orig[j1 + 1:j2], _kept_after(orig, j2, end, seg,
+                                                                       by_orig),
+                                          seg[i1 + 1:i2])
         words = {w for s in gone for w in _LONG.findall(s)}
         kept = {w for s in new for w in _LONG.findall(s)}
         found.append(Removal(label, j1 + 2, len(gone), len(new), before, after, unique,
                              len(words & kept) / max(1, len(words)),
-                             local=len([t for t in removed if t not in set(new)]),
+                             local=len([t for t in removed if t not in written]),
                              generic_before=generic(b), generic_after=generic(a),
-                             lookalike=bool({b, a} & set(removed)), repeats=repeats))
+                             lookalike=bool({b, a} & set(removed)), repeats=repeats,
+                             edited_edge=edited_edge, orphans=orphans))
     return found
+
+
+def _depth(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _kept_after(orig: Sequence[str], at: int, end: int, seg: Sequence[str],
+                by_orig: dict[int, int]) -> str:
+    """The original line kept right after a run that ends at ``at``: the first non-blank
+    line from there, matched as it stands or past the region's ``end``; "" if there is
+    none such (or only a blank stretch longer than NEAR)."""
+    q = next((q for q in range(at, min(len(orig), at + NEAR)) if orig[q].strip()), -1)
+    if q < 0 or (q < end and not (q in by_orig and seg[by_orig[q]] == orig[q])):
+        return ""
+    return orig[q]
+
+
+def _orphans(removed: Sequence[str], kept: str, new: Sequence[str]) -> bool:
+    """Does removing ``removed`` (with ``new`` written in their place) take away the
+    header of a block whose body goes on at ``kept``, the line right after them: the
+    first removed line less indented than ``kept`` and every other one deeper than it?
+    (A removed run that also closes a block, ``}`` then ``impl B {``, joins two blocks.)
+
+    >>> _orphans(["if PY2:", "    x = 1", ""], "    class A:", [])
+    True
+    >>> _orphans(["if PY2:", "    x = 1"], "    class A:", ["if PY3:"])
+    False
+    """
+    depth = _depth(kept)
+    if not kept.strip() or not depth:
+        return False
+    lines = [s for s in removed if s.strip()]
+    if not lines or any(_depth(s) < depth for s in new if s.strip()):
+        return False
+    head = _depth(lines[0])
+    return head < depth and all(_depth(s) > head for s in lines[1:])
 
 
 def _repeats(new: Sequence[str], orig: Sequence[str], lo: int, hi: int,
@@ -321,6 +380,14 @@ def strict_runs(found: Sequence[Removal]) -> list[tuple[int, str]]:
         elif r.unshown and r.local and sides and r.shared < EDITED:
             why = (f"it removes {r.local} lines between lines found at several places (or "
                    f"only punctuation), which fit beside their lookalikes as well")
+        elif r.unshown >= GENERIC_REMOVED and r.edited_edge:
+            why = (f"it removes {r.unshown} lines the snippet never shows, and the line of "
+                   f"context beside them nearly equals the nearest of them, so it may be "
+                   f"that line edited in place")
+        elif r.unshown and r.orphans:
+            why = (f"it removes {r.unshown} lines the snippet never shows, among them a "
+                   f"block's first line, while the line after them, more indented, stays: "
+                   f"that block's body would lose its header")
         elif not r.unshown and r.repeats >= REPEATED:
             why = ("it inserts lines that nearly repeat original lines close by, next to a "
                    "line found at several places, so it may be an edit of those lines")

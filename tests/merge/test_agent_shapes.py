@@ -373,3 +373,172 @@ def test_a_closing_line_after_a_deeper_marker_anchored_by_a_unique_line_stays_ce
     result = apply_snippet(original, snippet)
     assert result.text == original.replace("return 2\n", "return 22\n")
     assert not any("indented deeper" in u.message for u in result.uncertain)
+
+
+PRE_COMMIT = """repos:
+  - repo: https://github.com/psf/black
+    rev: 21.11b1
+    hooks:
+      - id: black
+        exclude: tests/test_pattern_matching.py
+        language_version: python3.8
+
+  - repo: https://github.com/PyCQA/isort
+    rev: 5.10.1
+    hooks:
+      - id: isort
+        additional_dependencies: [toml]
+        files: \\.py$
+        language_version: python3.10
+
+  - repo: https://github.com/PyCQA/flake8
+    rev: 4.0.1
+    hooks:
+      - id: flake8
+        language_version: python3.10
+
+  - repo: https://github.com/econchick/interrogate
+    rev: 1.5.0
+    hooks:
+      - id: interrogate
+        exclude: tests/test_pattern_matching.py
+        args: [tests]
+        language_version: python3.10
+"""
+
+
+def test_a_setting_edited_in_place_is_not_read_as_removing_the_next_block() -> None:
+    # one hook's `language_version` changed, shown with two lines of context: the new
+    # value is found (several times) in later hooks, and the alignment matched the next
+    # one, removing the rest of this hook and the start of the next, certain (attrs
+    # .pre-commit-config.yaml); the removed run's first line nearly equals that match and
+    # the run leaves the hook: unsure
+    snippet = ("# ... existing hooks ...\n      - id: black\n"
+               "        exclude: tests/test_pattern_matching.py\n"
+               "        language_version: python3.10\n# ... existing hooks ...\n")
+    result = apply_snippet(PRE_COMMIT, snippet)
+    assert any("nearly equals the nearest of them, so it may be that line edited in place"
+               in u.message for u in result.uncertain)
+
+
+def test_removing_a_list_item_beside_a_lookalike_stays_certain() -> None:
+    # the same likeness inside one block (list items removed beside the item that stays)
+    # is a plain removal: certain
+    original = ("matrix:\n    include:\n        - php: 5.5\n          dist: trusty\n"
+                "        - php: 5.6\n          dist: xenial\n        - php: 7.0\n"
+                "          dist: xenial\n    fast_finish: true\n\nscript:\n    - make test\n")
+    snippet = ("# ... existing config ...\n        - php: 5.5\n          dist: trusty\n"
+               "    fast_finish: true\n# ... existing config ...\n")
+    result = apply_snippet(original, snippet)
+    assert result.text == original.replace(
+        "        - php: 5.6\n          dist: xenial\n        - php: 7.0\n"
+        "          dist: xenial\n", "")
+    assert not result.uncertain
+
+
+STYLES = """DEFAULT_STYLES = {
+    "repr.attrib_value": Style(color="magenta", italic=False),
+    "repr.number": Style(color="cyan", bold=True, italic=False),
+    "repr.bool_true": Style(color="bright_green", italic=True),
+    "repr.bool_false": Style(color="bright_red", italic=True),
+}
+"""
+
+
+def test_a_new_line_unlike_the_line_it_was_written_over_is_unsure() -> None:
+    # an anchor, a new line, a marker: the alignment wrote the new line over the line
+    # after the anchor, certain (rich default_styles.py); it reads unlike that line, so
+    # the merge is unsure and the insertion (the truth here) is a reading
+    snippet = ('# ... existing styles ...\n'
+               '    "repr.number": Style(color="cyan", bold=True, italic=False),\n'
+               '    "repr.complex_number": Style(color="magenta", bold=True, italic=False),\n'
+               '# ... existing styles ...\n')
+    truth = STYLES.replace(
+        '    "repr.bool_true"',
+        '    "repr.complex_number": Style(color="magenta", bold=True, italic=False),\n'
+        '    "repr.bool_true"')
+    result = apply_snippet(STYLES, snippet)
+    assert any("which they do not resemble" in u.message for u in result.uncertain)
+    assert truth in readings(STYLES, snippet)
+
+
+def test_a_new_line_alike_the_line_it_was_written_over_replaces_it_and_is_certain() -> None:
+    # the agent's one-line change shown in place with one anchor: an edit of that line
+    snippet = ('# ... existing styles ...\n'
+               '    "repr.bool_true": Style(color="bright_green", italic=True),\n'
+               '    "repr.bool_false": Style(color="red", italic=True),\n'
+               '# ... existing styles ...\n')
+    result = apply_snippet(STYLES, snippet)
+    assert result.text == STYLES.replace('color="bright_red"', 'color="red"')
+    assert not result.uncertain
+
+
+def test_context_written_again_under_a_marker_and_a_blank_line_is_unsure() -> None:
+    # a marker, a blank line, four lines of context, a new test: the blank line was
+    # matched below the context, so the context was written a second time, certain (rich
+    # test_segment.py); the new lines start with the lines kept right above them: unsure
+    original = ('import sys\n\n\ndef test_divide_emoji():\n'
+                '    segments = [Segment("Hello", bold), Segment("ab", italic)]\n'
+                '    assert list(Segment.divide(segments, [8, 11])) == [\n'
+                '        [Segment("Hello", bold), Segment("a", italic)],\n'
+                '        [Segment("b", italic)],\n    ]\n'
+                '    assert list(Segment.divide(segments, [9, 11])) == [\n'
+                '        [Segment("Hello", bold), Segment("ab", italic)],\n'
+                '        [Segment("", italic)],\n    ]\n\n\n'
+                'def test_segment_lines_renderable():\n    lines = [[Segment("hello")]]\n')
+    snippet = ('# ... existing tests ...\n\n'
+               '    assert list(Segment.divide(segments, [9, 11])) == [\n'
+               '        [Segment("Hello", bold), Segment("ab", italic)],\n'
+               '        [Segment("", italic)],\n    ]\n\n\n'
+               'def test_split_cells():\n'
+               '    assert Segment("X").split_cells(1) == (Segment("X"), Segment(""))\n\n\n'
+               'def test_segment_lines_renderable():\n# ... rest of tests unchanged ...\n')
+    result = apply_snippet(original, snippet)
+    assert any("so the file would hold that line twice" in u.message
+               for u in result.uncertain)
+
+
+PY_COMPAT = '''import sys
+
+PY2 = sys.version_info[0] == 2
+
+if PY2:
+    ordered_dict = dict
+else:
+    from collections import OrderedDict
+    ordered_dict = OrderedDict
+
+
+if PY2:
+    from UserDict import IterableUserDict
+
+    def isclass(klass):
+        return isinstance(klass, (type, types.ClassType))
+
+    class ReadOnlyDict(IterableUserDict):
+        """Doc."""
+
+        def __setitem__(self, key, val):
+            raise TypeError("'mappingproxy' object does not support item "
+                            "assignment")
+
+else:
+
+    def isclass(klass):
+        return isinstance(klass, type)
+'''
+
+
+def test_removing_a_blocks_first_line_while_its_body_stays_is_unsure() -> None:
+    # the agent left out the lines between two blocks it showed (`if PY2:` and what
+    # opens it) with no marker; read literally, `class ReadOnlyDict` would move under
+    # `else:`, certain (attrs _compat.py): now unsure, and keeping them is a reading
+    snippet = ('# ... existing code ...\n    ordered_dict = dict\nelse:\n'
+               '    from collections import OrderedDict\n\n    ordered_dict = OrderedDict\n\n\n'
+               '    class ReadOnlyDict(IterableUserDict):\n        # ... existing code ...\n\n'
+               '        def __setitem__(self, key, val):\n            raise TypeError(\n'
+               '                "\'mappingproxy\' object does not support item assignment"\n'
+               '            )\n\n# ... existing code ...\n')
+    result = apply_snippet(PY_COMPAT, snippet)
+    assert any("among them a block's first line" in u.message for u in result.uncertain)
+    assert any("if PY2:\n    from UserDict" in text for text in readings(PY_COMPAT, snippet))
