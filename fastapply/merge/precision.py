@@ -420,7 +420,48 @@ def doubled(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:
                 f"once and the snippet shows fewer: an old declaration was probably kept "
                 f"beside its new form; show the lines around the old one, or mark its "
                 f"removal") for name, where in doubled_declarations(
-                    _lines(original), _lines(text), shown)]
+                    _lines(original), _lines(text), shown)] + doubled_imports(
+                        _lines(original), _lines(text), shown)
+
+
+#: A line that imports (Python, JS/TS, Java, Kotlin, Swift, Go, C/C++, C#, Rust, PHP, Ruby).
+_IMPORT = re.compile(r"\s*(?:import\b|from\s+\S+\s+import\b|#\s*include\b|using\s+[\w.]+\s*;|"
+                     r"use\s+[\w\\:]+|require(?:_relative)?\b)")
+#: Import lines written twice that make a header kept beside its new form.
+DOUBLED_IMPORTS = 2
+
+
+def doubled_imports(original: Sequence[str], merged: Sequence[str],
+                    shown: Sequence[str]) -> list[tuple[int, str]]:
+    """A finding where DOUBLED_IMPORTS or more import lines each stand in the merged file
+    more often than in the original (and at least twice) and than the snippet shows
+    them: the file's old header was kept above the snippet's new one (a snippet that
+    writes the file out after a marker for its license, its imports reordered). One
+    doubled import is left alone: documentation repeats ``import x`` in its examples.
+
+    >>> doubled_imports(["import a", "import b", "x"], ["import a", "import b", "import b",
+    ...                 "import a", "y"], ["import b", "import a", "y"])[0][1][:46]
+    "the merged file holds the import lines 'import"
+    """
+    def counts(lines: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = defaultdict(int)
+        for line in lines:
+            if _IMPORT.match(line):
+                found[line.strip()] += 1
+        return found
+
+    after = counts(merged)
+    if not any(n > 1 for n in after.values()):
+        return []
+    before, snippet = counts(original), counts(shown)
+    twice = [line for line, n in after.items()
+             if n > max(1, before.get(line, 0)) and snippet.get(line, 0) < n]
+    if len(twice) < DOUBLED_IMPORTS:
+        return []
+    return [(0, f"the merged file holds the import lines {twice[0][:50]!r} and "
+                f"{twice[1][:50]!r} twice (the original and the snippet once each): the old "
+                f"header was probably kept beside the snippet's new one; show the line "
+                f"right above the imports as context, or mark what the snippet replaces")]
 
 
 def unchanged(plan: EditPlan, original: str, text: str) -> list[tuple[int, str]]:

@@ -542,3 +542,68 @@ def test_removing_a_blocks_first_line_while_its_body_stays_is_unsure() -> None:
     result = apply_snippet(PY_COMPAT, snippet)
     assert any("among them a block's first line" in u.message for u in result.uncertain)
     assert any("if PY2:\n    from UserDict" in text for text in readings(PY_COMPAT, snippet))
+
+
+SWIFT_TEST = """// Copyright (c) 2014 Alamofire
+//
+// Permission is hereby granted, free of charge.
+
+import Foundation
+import Alamofire
+import XCTest
+
+class AlamofireManagerTestCase: XCTestCase {
+    func testSetStartRequestsImmediately() {
+        let manager = Alamofire.Manager()
+        manager.startRequestsImmediately = false
+
+        let URL = NSURL(string: "http://httpbin.org/get")!
+        manager.request(URL).resume()
+    }
+
+    func testReleasingManager() {
+        var manager: Manager? = Alamofire.Manager()
+        manager = nil
+        XCTAssertNil(manager)
+    }
+}
+"""
+
+
+def test_a_files_old_imports_kept_above_its_new_ones_is_unsure() -> None:
+    # a marker for the license, then the whole file written out with its imports
+    # reordered: the old header and the first lines were kept above the new ones, every
+    # import twice, certain (Alamofire ManagerTests.swift); now unsure
+    snippet = """// ... license header ...
+
+import Alamofire
+import Foundation
+import XCTest
+
+class ManagerTestCase: BaseTestCase {
+    func testSetStartRequestsImmediately() {
+        // Given
+        let manager = Alamofire.Manager()
+        manager.startRequestsImmediately = false
+
+        let URL = NSURL(string: "http://httpbin.org/get")!
+
+        // When
+        manager.request(URL).resume()
+    }
+
+    func testReleasingManager() {
+        // Given
+        var manager: Manager? = Alamofire.Manager()
+
+        // When
+        manager = nil
+
+        // Then
+        XCTAssertNil(manager, "manager should be nil")
+    }
+}
+"""
+    result = apply_snippet(SWIFT_TEST, snippet)
+    assert any("the merged file holds the import lines 'import Foundation' and "
+               "'import Alamofire' twice" in u.message for u in result.uncertain)
