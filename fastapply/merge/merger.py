@@ -58,6 +58,8 @@ DOUBLED_RUN = 20
 #: (_unlike_edges). On agent-written snippets, right merges of this shape were at 0.54,
 #: 0.56, 0.64 and 0.75 up; the wrong ones at 0.42, 0.47 and 0.63 (docs/benchmarks.md).
 IN_PLACE = 0.7
+#: Most lines compared line for line there (each comparison is a difflib ratio).
+IN_PLACE_LINES = 10
 
 
 @dataclass(frozen=True)
@@ -460,7 +462,8 @@ class _Merger:
             news = [s for s in new if s.strip()]
             olds = [s for s in self.orig[lo:hi] if s.strip()]
             if not news or not olds or self._moved(lo, hi) or \
-                    (len(news) == len(olds) and all(map(alike, news, olds))) or \
+                    (len(news) == len(olds) <= IN_PLACE_LINES and
+                     all(map(alike, news, olds))) or \
                     ratio("\n".join(s.strip() for s in news),
                           "\n".join(s.strip() for s in olds), IN_PLACE):
                 continue
@@ -577,11 +580,12 @@ class _Merger:
         i0, i1 = p.pairs[0][0], p.pairs[-1][0]
         edges = ((range(i0), range(start - 1, max(-1, start - 1 - DOUBLED_REACH), -1)),
                  (range(i1 + 1, len(seg)), range(end, min(self.eof, end + DOUBLED_REACH))))
-        doubles = [(seg[i], j) for new, near in edges
-                   for kept in [{self.orig[j]: j for j in near
-                                 if len(self.orig[j].strip()) >= DOUBLED_MIN_CHARS and
-                                 len(table.get(key_exact(self.orig[j]), ())) == 1}]
-                   for i in new if seg[i] in kept for j in [kept[seg[i]]]]
+        doubles: list[tuple[str, int]] = []
+        for new, near in edges:
+            kept = {self.orig[j]: j for j in near
+                    if len(self.orig[j].strip()) >= DOUBLED_MIN_CHARS and
+                    len(table.get(key_exact(self.orig[j]), ())) == 1}
+            doubles += [(seg[i], kept[seg[i]]) for i in new if seg[i] in kept]
         for line, j in doubles or self._outer_doubles(start, end, seg, p):
             self.unsure(j + 1, f"{hunk.label}: its line {line.strip()[:60]!r} is new where "
                                f"it was placed, but it is original line {j + 1}, kept right "
