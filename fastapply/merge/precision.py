@@ -86,6 +86,9 @@ def _inline_marker(line: str) -> bool:
     """Is there a commented marker in ``line`` after code (see _INLINE_MARKER)?"""
     first = len(line) - len(line.lstrip())  # (its first character that is not a space)
     return any(m.start() > first for m in _INLINE_MARKER.finditer(line))
+#: A comment that opens with dots (``// ... (helper removed, now imported) ...``) that the
+#: parser did not read as a marker: its words hold something a marker's cannot.
+_COMMENTED_DOTS = re.compile(r"^\s*(?://+|#+|/\*+|<!--|--|\*)\s*(?:\.\.\.|…)")
 _LOOKALIKE = re.compile(r"(?i)^\W*(\.\.\.|…).*\b(existing|unchanged|rest|remains?|same|"
                         r"keep|omitted|other|previous)\b.*$")
 
@@ -136,16 +139,21 @@ def segments_in_order(plan: EditPlan, lines: Sequence[str]) -> list[tuple[int, s
 
 def kept_marker_lookalikes(plan: EditPlan, original: str) -> list[tuple[int, str]]:
     """Findings for snippet lines written like markers (``... existing code ...`` with
-    no comment) that are not in the original: taken as text, they would land in the
+    no comment, or a comment that opens with dots whose words the parser does not read as
+    a marker's) that are not in the original: taken as text, they would land in the
     file."""
-    suspects = [(hunk, s.strip()) for hunk in plan.hunks if hunk.kind == "lazy"
-                for s in hunk.new if "..." in s or "…" in s if _LOOKALIKE.match(s)]
+    suspects = [(hunk, s.strip(), bool(_COMMENTED_DOTS.match(s))) for hunk in plan.hunks
+                if hunk.kind == "lazy" for s in hunk.new if "..." in s or "…" in s
+                if _LOOKALIKE.match(s) or _COMMENTED_DOTS.match(s)]
     if not suspects:
         return []
     known = {s.strip() for s in original.split("\n")}
-    return [(0, f"{hunk.label}: the line {s!r} looks like a marker; it is not one "
-                "(write it as a comment, e.g. // ... existing code ...)")
-            for hunk, s in suspects if s not in known][:1]
+    return [(0, f"{hunk.label}: the line {s[:80]!r} looks like a marker; it is not one "
+                + ("(its words are not read as a marker's: write a marker as "
+                   "'// ... existing code ...' and say what changed in the code or outside "
+                   "the snippet)" if commented else
+                   "(write it as a comment, e.g. // ... existing code ...)"))
+            for hunk, s, commented in suspects if s not in known][:1]
 
 
 def inline_markers(plan: EditPlan, original: str) -> list[tuple[int, str]]:

@@ -28,9 +28,12 @@ class EditError(ValueError):
 _COMMENT_OPEN = r"(?://+|#+|--|;+|%+|/\*+|<!--|\{/\*|\(\*|'|\*)"
 _COMMENT_CLOSE = r"(?:\*+/\}?|-->|\*\))"
 _DOTS = r"(?:\.\.\.+|…)"
-#: A marker line: optional comment opener, dots, optional words, optional dots/closer.
+#: A marker line: optional comment opener, dots, optional words, optional dots/closer. A
+#: dot inside the words is one that a character other than a space or a dot follows
+#: (``foo.bar``, ``./common``); a sentence's full stop ends no marker (``// ... but only
+#: if x.`` is a comment of the file).
 _MARKER_RE = re.compile(
-    rf"^\s*(?:{_COMMENT_OPEN}\s*)?{_DOTS}(?:\s*(?P<words>(?:[^.…]|(?<=\w)\.(?=\w))*?)\s*"
+    rf"^\s*(?:{_COMMENT_OPEN}\s*)?{_DOTS}(?:\s*(?P<words>(?:[^.…]|\.(?=[^\s.…]))*?)\s*"
     rf"{_DOTS}?)?\s*(?:{_COMMENT_CLOSE})?\s*$"
 )
 _COMMENTED_RE = re.compile(rf"^\s*{_COMMENT_OPEN}")

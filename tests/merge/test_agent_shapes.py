@@ -607,3 +607,31 @@ class ManagerTestCase: BaseTestCase {
     result = apply_snippet(SWIFT_TEST, snippet)
     assert any("the merged file holds the import lines 'import Foundation' and "
                "'import Alamofire' twice" in u.message for u in result.uncertain)
+
+
+def test_a_removal_marker_with_a_path_in_its_words_is_a_marker() -> None:
+    # "./common" in a marker's words: the parser read the line as code and wrote it into
+    # the file, certain (immer proxy.ts); a dot followed by a character other than a space
+    # or a dot belongs to the words
+    original = ("const objectTraps = {}\n\n/**\n * Helpers\n */\n\n"
+                "function latest(state) {\n  return state.copy\n}\n\n"
+                "// Access a property without creating an Immer draft.\nfunction peek(d, p) {\n"
+                "  return d[p]\n}\n")
+    snippet = ("// ... existing code ...\n\n/**\n * Helpers\n */\n\n"
+               "// ... (local latest() removed, now imported from ./common) ...\n\n"
+               "// Access a property without creating an Immer draft.\n"
+               "function peek(d, p) {\n// ... existing code ...\n")
+    result = apply_snippet(original, snippet)
+    assert "./common" not in result.text
+    assert result.text == original.replace("function latest(state) {\n  return state.copy\n}\n\n",
+                                           "")
+
+
+def test_a_comment_opening_with_dots_that_is_no_marker_is_not_written_certain() -> None:
+    # words a marker cannot hold (a sentence's full stop inside): the line is code to the
+    # parser, so the merge would write it into the file; flagged instead
+    original = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+    snippet = ("# ... existing code ...\n# ... (parse() moved to util.py). See there ...\n"
+               "def b():\n    return 3\n")
+    result = apply_snippet(original, snippet)
+    assert any("looks like a marker; it is not one" in u.message for u in result.uncertain)
