@@ -60,6 +60,10 @@ DOUBLED_RUN = 20
 IN_PLACE = 0.7
 #: Most lines compared line for line there (each comparison is a difflib ratio).
 IN_PLACE_LINES = 10
+#: Original lines the snippet never shows that a segment anchored by a blank line alone
+#: before its new first lines must remove to be doubted (_blank_led).
+BLANK_LED = 3
+_WORDY = re.compile(r"\w")
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,9 @@ class _Merger:
                     f"{shown + 1}, so lines {start + 1}-{shown} were kept; add a marker")):
                 start = shown
         elif start < first and (i0 == 0 or first - start > max(3, 2 * i0)
-                                or header_left_out(self.orig[start:first], seg[:i0])) and \
+                                or header_left_out(self.orig[start:first], seg[:i0])
+                                or (start < first - i0 and
+                                    self._in_place(seg[:i0], first - i0, start, first))) and \
                 not self._moved(start, first):
             # lines disputed from the file's first line: a window of them cannot show the
             # model that the file starts there, so the whole file is witnessed
@@ -288,6 +294,7 @@ class _Merger:
             seg = _reindent(seg, _indent(seg[i]), _indent(self.orig[j]))
             for i, j in p.pairs:
                 seg[i] = self.orig[j]
+        self._blank_led(seg, p, end, hunk)
         start = self._block_end(start, seg, p, hunk)
         start, end = self._blank_edges(start, end, p.pairs, seg, hunk)
         start, end, seg, p = self._blank_anchors(start, end, seg, p, hunk)
@@ -461,7 +468,9 @@ class _Merger:
         for side, new, lo, hi in edges:
             news = [s for s in new if s.strip()]
             olds = [s for s in self.orig[lo:hi] if s.strip()]
-            if not news or not olds or self._moved(lo, hi) or \
+            worded = [s.strip() for s in olds if _WORDY.search(s)]
+            if not news or not olds or \
+                    (worded and all(s in self.snippet_lines for s in worded)) or \
                     (len(news) == len(olds) <= IN_PLACE_LINES and
                      all(map(alike, news, olds))) or \
                     ratio("\n".join(s.strip() for s in news),
@@ -478,6 +487,31 @@ class _Merger:
                 else:
                     start = hi
         return start, end
+
+    def _blank_led(self, seg: list[str], p: Placement, end: int, hunk: Hunk) -> None:
+        """A marker, blank lines, then new code: where only those blank lines anchor the
+        segment before its first matched non-blank line, the alignment chose which blank
+        line of the file starts the region, and BLANK_LED or more original lines the snippet
+        never shows lie between it and that match (removed, the new code read as their
+        edit: it shares their generic lines). Unsure; no reading keeps them (the new code
+        would need placing again)."""
+        if not hunk.marker_before:
+            return
+        matched = dict(p.pairs)
+        first = next((i for i, s in enumerate(seg) if s.strip()), None)
+        if first is None or first in matched or not any(i in matched for i in range(first)):
+            return
+        j0 = max(j for i, j in p.pairs if i < first)
+        nxt = next((j for i, j in p.pairs if i > first and seg[i].strip()), end)
+        unshown = [s.strip() for s in self.orig[j0 + 1:nxt]
+                   if _WORDY.search(s) and s.strip() not in self.snippet_lines]
+        if len(unshown) >= BLANK_LED:
+            self.unsure(j0 + 2, f"{hunk.label}: it opens with blank lines, then new lines; "
+                                f"only a blank line (original line {j0 + 1}) anchors it "
+                                f"there, and placed there it removes {len(unshown)} "
+                                f"original lines the snippet never shows ({unshown[0][:60]!r}"
+                                f"); if they stay, show the unchanged line right before the "
+                                f"new code")
 
     def _doubt(self, hunk: Hunk, edge: str, line: int, message: str) -> bool:
         """Report a doubt about ``hunk``'s ``edge`` at original line ``line`` (0-based),

@@ -635,3 +635,63 @@ def test_a_comment_opening_with_dots_that_is_no_marker_is_not_written_certain() 
                "def b():\n    return 3\n")
     result = apply_snippet(original, snippet)
     assert any("looks like a marker; it is not one" in u.message for u in result.uncertain)
+
+
+def test_a_changed_line_under_the_files_top_without_a_marker_keeps_the_lines_above() -> None:
+    # the snippet starts at the changed `version` line with no marker before it; read
+    # literally the file starts there and `[package]`, `name` go, certain (serde_json
+    # Cargo.toml); the new line edits the line right above its first match, so it replaces
+    # that one alone, unsure, and the lines above stay
+    original = ('[package]\nname = "serde_json"\nversion = "1.0.63" # remember to update '
+                'html_root_url\nauthors = ["Erick Tryzelaar", "David Tolnay"]\n'
+                'license = "MIT OR Apache-2.0"\n\n[dependencies]\nserde = "1.0"\n')
+    snippet = ('version = "1.0.64" # remember to update html_root_url\n'
+               'authors = ["Erick Tryzelaar", "David Tolnay"]\n# ... existing code ...\n')
+    result = apply_snippet(original, snippet)
+    assert result.text == original.replace('"1.0.63"', '"1.0.64"')
+    assert result.uncertain and "nearly equal original lines" in result.uncertain[0].message
+
+
+def _merger_for(orig: list[str], snippet_lines: list[str]) -> _Merger:
+    m = _Merger(orig, None, len(orig))
+    m.snippet_lines = frozenset(s.strip() for s in snippet_lines if s.strip())
+    return m
+
+
+def test_new_lines_written_over_a_closing_line_are_unsure() -> None:
+    # the alignment wrote a new test over the `})` that closes the test above it (immer
+    # base.js); that `})` is shown in the snippet (the new test ends with one), but a line
+    # of punctuation says nothing: the new lines do not resemble it, so the merge is unsure
+    from fastapply.merge.costs import Placement
+    from fastapply.merge.syntax import Hunk
+
+    orig = ['    it("a", () => {', "        expect(1).toBe(1)", "    })", "",
+            '    it("dates", () => {', "        expect(2).toBe(2)", "    })"]
+    seg = ['    it("new", () => {', "        expect(produce(base)).toEqual(base)", "    })", "",
+           '    it("dates", () => {']
+    hunk = Hunk("lazy", (), tuple(seg), 1, 2, marker_before=True, marker_after=True)
+    m = _merger_for(orig, seg)
+    p = Placement((2, 3), (5, 5), ((3, 3), (4, 4)))
+    assert m._unlike_edges(2, 3, 5, 5, seg, p, hunk) == (2, 5)
+    assert any("which they do not resemble" in u.message for u in m.uncertain)
+
+
+def test_a_segment_anchored_by_a_blank_line_alone_before_new_code_is_unsure() -> None:
+    # marker, blank line, a new test: the blank line was matched above the last subtest
+    # of the test before, whose lines (sharing the new test's generic ones) were removed
+    # (fiber security_test.go); only the blank line places it there: unsure
+    from fastapply.merge.costs import Placement
+    from fastapply.merge.syntax import Hunk
+
+    orig = ["func TestA(t *testing.T) {", '\tt.Run("x", func(t *testing.T) {', "\t})", "",
+            '\tt.Run("same-host", func(t *testing.T) {', "\t\treq := acquire()",
+            '\t\treq.Header.Set("Authorization", "Bearer")', "\t\tdefer release(req)",
+            "\t})", "}", "", "func TestJoin(t *testing.T) {"]
+    seg = ["", "func TestScheme(t *testing.T) {", "\treq := acquire()",
+           "\trequire.NoError(t, do(req))", "}", "", "func TestJoin(t *testing.T) {"]
+    hunk = Hunk("lazy", (), tuple(seg), 1, 2, marker_before=True, marker_after=True)
+    m = _merger_for(orig, seg)
+    m._blank_led(seg, Placement((3, 3), (12, 12), ((0, 3), (4, 9), (5, 10), (6, 11))), 12,
+                 hunk)
+    assert m.uncertain and "only a blank line (original line 4) anchors it" in \
+        m.uncertain[0].message
