@@ -187,29 +187,36 @@ class _Merger:
         # its first lines, left unmatched, are the original's own lines above its first
         # match (context the alignment let go): it starts mid-file, like a first match
         shown = shown_from(self.orig, seg[:i0], start, first) if start < first else -1
+        # more original lines above its first match than its first new lines may replace
+        wide = start < first and (first - start > max(3, 2 * i0) or
+                                  header_left_out(self.orig[start:first], seg[:i0]))
         if shown >= 0 and not hunk.marker_before and not self._moved(start, shown):
             if not self._doubt(hunk, "before", shown, (
                     f"no marker comes before it but its first line is original line "
                     f"{shown + 1}, so lines {start + 1}-{shown} were kept; add a marker")):
                 start = shown
-        elif start < first and (i0 == 0 or first - start > max(3, 2 * i0)
-                                or header_left_out(self.orig[start:first], seg[:i0])
-                                or (start < first - i0 and
-                                    self._in_place(seg[:i0], first - i0, start, first))) and \
-                not self._moved(start, first):
+        elif start < first and (i0 == 0 or wide
+                                or (start < first - i0 and any(_WORDY.search(s) for s in
+                                                               self.orig[start:first - i0])
+                                    and self._in_place(seg[:i0], first - i0, start, first))) \
+                and not self._moved(start, first):
             # lines disputed from the file's first line: a window of them cannot show the
             # model that the file starts there, so the whole file is witnessed
             local = start > 0
             flip = (hunk.number, "before") in self.edge_flips
             if self._in_place(seg[:i0], first - i0, start, first):
                 # its first lines nearly equal the lines right above its first match: they
-                # replace those, the rest above stays (an agent's one-line change)
+                # replace those, the rest above stays (an agent's one-line change). Where
+                # the lines above are few (no more than the gap the alignment may take
+                # as the file's top), the literal reading (they go) stays chosen: an agent
+                # that rewrote the file's first lines writes it so too (spdlog's header)
+                kept = f"lines {start + 1}-{first - i0} were kept" if wide else \
+                    f"lines {start + 1}-{first - i0} above them went (the file starts there)"
                 self.unsure(first - i0 + 1, f"{hunk.label}: no marker comes before it, and "
                                             f"its first {i0} line(s) nearly equal original "
                                             f"lines {first - i0 + 1}-{first}, so they replace "
-                                            f"them and lines {start + 1}-{first - i0} were "
-                                            f"kept; add a marker", local)
-                if not flip:
+                                            f"them and {kept}; add a marker", local)
+                if flip != wide:
                     start = first - i0
             elif i0 == 0:  # its first line is context found mid-file: keep what comes before
                 self.unsure(first + 1, f"{hunk.label}: no marker comes before it but its "

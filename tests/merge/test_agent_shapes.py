@@ -640,16 +640,31 @@ def test_a_comment_opening_with_dots_that_is_no_marker_is_not_written_certain() 
 def test_a_changed_line_under_the_files_top_without_a_marker_keeps_the_lines_above() -> None:
     # the snippet starts at the changed `version` line with no marker before it; read
     # literally the file starts there and `[package]`, `name` go, certain (serde_json
-    # Cargo.toml); the new line edits the line right above its first match, so it replaces
-    # that one alone, unsure, and the lines above stay
+    # Cargo.toml); the new line edits the line right above its first match, so the merge
+    # is unsure and the reading that replaces that one line alone, the lines above kept,
+    # is a reading (the literal one stays chosen: few lines above, see the next test)
     original = ('[package]\nname = "serde_json"\nversion = "1.0.63" # remember to update '
                 'html_root_url\nauthors = ["Erick Tryzelaar", "David Tolnay"]\n'
                 'license = "MIT OR Apache-2.0"\n\n[dependencies]\nserde = "1.0"\n')
     snippet = ('version = "1.0.64" # remember to update html_root_url\n'
                'authors = ["Erick Tryzelaar", "David Tolnay"]\n# ... existing code ...\n')
     result = apply_snippet(original, snippet)
-    assert result.text == original.replace('"1.0.63"', '"1.0.64"')
     assert result.uncertain and "nearly equal original lines" in result.uncertain[0].message
+    assert original.replace('"1.0.63"', '"1.0.64"') in readings(original, snippet)
+
+
+def test_a_rewritten_file_header_without_a_marker_drops_the_punctuation_above() -> None:
+    # the agent rewrote the file's first lines (spdlog's header: a bare `//` above the
+    # copyright line went); the lines above the edited one say nothing: certain as before
+    original = ("//\n// Copyright(c) 2015 Gabi Melman.\n// Distributed under the MIT License\n"
+                "//\n\n#pragma once\n\nnamespace spdlog {\n}\n")
+    snippet = ("// Copyright(c) 2015-present Gabi Melman & spdlog contributors.\n"
+               "// Distributed under the MIT License\n\n#pragma once\n"
+               "// ... rest of file unchanged ...\n")
+    result = apply_snippet(original, snippet)
+    assert result.text == ("// Copyright(c) 2015-present Gabi Melman & spdlog contributors.\n"
+                           "// Distributed under the MIT License\n\n#pragma once\n\n"
+                           "namespace spdlog {\n}\n")
 
 
 def _merger_for(orig: list[str], snippet_lines: list[str]) -> _Merger:
