@@ -16,7 +16,7 @@ from fastapply.merge.edges import kept_block_tail, replaced_past_block, rival_ed
 from fastapply.merge.guess import guesses
 from fastapply.merge.layout import blank_anchors, removed_runs, shown_from, weak_edges
 from fastapply.merge.lazy import nonblank_matches, place
-from fastapply.merge.lines import WordIndex, key_exact, key_loose, positions
+from fastapply.merge.lines import _WORDLIKE, WordIndex, key_exact, key_loose, positions
 from fastapply.merge.precision import Removal, removals
 from fastapply.merge.removal import marker_names, named_units
 from fastapply.merge.syntax import Hunk
@@ -63,7 +63,6 @@ IN_PLACE_LINES = 10
 #: Original lines the snippet never shows that a segment anchored by a blank line alone
 #: before its new first lines must remove to be doubted (_blank_led).
 BLANK_LED = 3
-_WORDY = re.compile(r"\w")
 
 
 @dataclass(frozen=True)
@@ -196,7 +195,7 @@ class _Merger:
                     f"{shown + 1}, so lines {start + 1}-{shown} were kept; add a marker")):
                 start = shown
         elif start < first and (i0 == 0 or wide
-                                or (start < first - i0 and any(_WORDY.search(s) for s in
+                                or (start < first - i0 and any(_WORDLIKE.search(s) for s in
                                                                self.orig[start:first - i0])
                                     and self._in_place(seg[:i0], first - i0, start, first))) \
                 and not self._moved(start, first):
@@ -475,7 +474,7 @@ class _Merger:
         for side, new, lo, hi in edges:
             news = [s for s in new if s.strip()]
             olds = [s for s in self.orig[lo:hi] if s.strip()]
-            worded = [s.strip() for s in olds if _WORDY.search(s)]
+            worded = [s.strip() for s in olds if _WORDLIKE.search(s)]
             if not news or not olds or \
                     (worded and all(s in self.snippet_lines for s in worded)) or \
                     (len(news) == len(olds) <= IN_PLACE_LINES and
@@ -511,7 +510,7 @@ class _Merger:
         j0 = max(j for i, j in p.pairs if i < first)
         nxt = next((j for i, j in p.pairs if i > first and seg[i].strip()), end)
         unshown = [s.strip() for s in self.orig[j0 + 1:nxt]
-                   if _WORDY.search(s) and s.strip() not in self.snippet_lines]
+                   if _WORDLIKE.search(s) and s.strip() not in self.snippet_lines]
         if len(unshown) >= BLANK_LED:
             self.unsure(j0 + 2, f"{hunk.label}: it opens with blank lines, then new lines; "
                                 f"only a blank line (original line {j0 + 1}) anchors it "

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 from fastapply.merge.beside import alike
 from fastapply.merge.syntax import EditPlan
+from fastapply.merge.text import _indent
 
 __all__ = ["Removal", "removals", "review", "strict_runs", "unanchored_removals"]
 
@@ -275,7 +276,7 @@ def removals(orig: Sequence[str], start: int, end: int, pairs: Sequence[tuple[in
 
 
 def _depth(line: str) -> int:
-    return len(line) - len(line.lstrip())
+    return len(_indent(line))
 
 
 def _kept_after(orig: Sequence[str], at: int, end: int, seg: Sequence[str],
