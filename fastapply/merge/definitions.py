@@ -215,6 +215,10 @@ _TOP_DECL = re.compile(r"^(?:export\s+)?(?:default\s+)?(?:pub(?:\([^)]*\))?\s+)?
 #: A name declared inside a Go ``var (``/``const (`` block: ``\tname Type``, ``\tname = ...``.
 _GO_BLOCK_ITEM = re.compile(r"^\s+([A-Za-z_]\w*)(?:\s*,\s*[A-Za-z_]\w*)*(?:\s+[^=\s]|\s*=)")
 _GO_BLOCK_OPEN = re.compile(r"^(?:var|const)\s*\($")
+#: A package clause (Go, Java, Kotlin, Scala): a source file has one, so two in a merged
+#: file are an old clause kept beside the snippet's new form of it. Its name is the
+#: package's whole dotted name; a trailing comment (Go's ``// import "..."``) may follow.
+_PACKAGE = re.compile(r"^package\s+([A-Za-z_][\w.]*)\s*;?\s*(?://.*)?$")
 
 
 #: Words a C-like declaration has where the name would be (``static void f(``,
@@ -234,6 +238,8 @@ def declared_names(lines: Sequence[str]) -> dict[str, list[int]]:
 
     >>> declared_names(["var a int", "var (", "\tb = 1", "\ta = 2", ")", "func (r T) a() {}"])
     {'a': [0, 3], 'b': [2]}
+    >>> declared_names(["package a.b;", 'package a // import "x/a"', "package managers"])
+    {'a.b': [0], 'a': [1], 'managers': [2]}
     """
     out: dict[str, list[int]] = {}
     in_block = fenced = False
@@ -252,6 +258,10 @@ def declared_names(lines: Sequence[str]) -> dict[str, list[int]]:
             continue
         if _GO_BLOCK_OPEN.match(line.rstrip()):
             in_block = True
+            continue
+        package = _PACKAGE.match(line.rstrip())
+        if package:
+            out.setdefault(package.group(1), []).append(i)
             continue
         m = _TOP_DECL.match(line)
         if not m or m.group(1) in _C_TYPES or (

@@ -710,3 +710,19 @@ def test_a_segment_anchored_by_a_blank_line_alone_before_new_code_is_unsure() ->
                  hunk)
     assert m.uncertain and "only a blank line (original line 4) anchors it" in \
         m.uncertain[0].message
+
+
+def test_a_package_clause_kept_beside_its_new_form_is_unsure() -> None:
+    # the agent added a package doc comment and wrote the clause with its import comment
+    # (zap observer.go); the merge put them above the old `package observer`, which it
+    # kept: a Go file with two package clauses, certain. A source file has one package
+    # clause, so two where the original had one make the merge unsure
+    original = ("// Copyright (c) 2016 Uber Technologies, Inc.\n\npackage observer\n\n"
+                "import (\n\t\"strings\"\n)\n\nfunc Join(a []string) string {\n"
+                "\treturn strings.Join(a, \",\")\n}\n")
+    snippet = ("// ... license header ...\n\n// Package observer keeps log entries in memory.\n"
+               "package observer // import \"go.uber.org/zap/zaptest/observer\"\n\nimport (\n"
+               "// ... rest of file unchanged ...\n")
+    result = apply_snippet(original, snippet)
+    assert result.text.count("package observer") == 2
+    assert result.uncertain and "declares 'observer' 2 times" in result.uncertain[0].message
