@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "prompt_reuse": "time to first token of a second edit of one file, prompt KV reuse off/on",
     "quality": "model vs deterministic merge vs serving policies: served exact, wrong served",
     "served": "what the default server serves on a records file: exact, refused (why), wrong",
+    "agreement": "would the witness agree? unsure merges teacher-forced, no time budget",
     "adapter": "exact-match rate of a trained LoRA adapter on validation examples",
     "refusals": "how soon a policy's refusal comes, against the model writing the whole file",
     "windows": "the windowed witness against the whole-file one, by file length, side by side",
