@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,6 +87,8 @@ def _inline_marker(line: str) -> bool:
     """Is there a commented marker in ``line`` after code (see _INLINE_MARKER)?"""
     first = len(line) - len(line.lstrip())  # (its first character that is not a space)
     return any(m.start() > first for m in _INLINE_MARKER.finditer(line))
+
+
 #: A comment that opens with dots (``// ... (helper removed, now imported) ...``) that the
 #: parser did not read as a marker: its words hold something a marker's cannot.
 _COMMENTED_DOTS = re.compile(r"^\s*(?://+|#+|/\*+|<!--|--|\*)\s*(?:\.\.\.|…)")
@@ -452,12 +454,8 @@ def doubled_imports(original: Sequence[str], merged: Sequence[str],
     ...                 "import a", "y"], ["import b", "import a", "y"])[0][1][:46]
     "the merged file holds the import lines 'import"
     """
-    def counts(lines: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = defaultdict(int)
-        for line in lines:
-            if _IMPORT.match(line):
-                found[line.strip()] += 1
-        return found
+    def counts(lines: Sequence[str]) -> Counter[str]:
+        return Counter(line.strip() for line in lines if _IMPORT.match(line))
 
     after = counts(merged)
     if not any(n > 1 for n in after.values()):
