@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapply.bench.common import add_cpu_model_arguments, cpu_description, cpu_model, print_table
+from fastapply.bench.common import (
+    add_cpu_model_arguments,
+    cpu_description,
+    cpu_model,
+    load_edits,
+    print_table,
+)
 
 
 @dataclass(frozen=True)
@@ -84,11 +90,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from fastapply.decoding import prompts, witness
 
-    records = [json.loads(line) for line in args.data.open(encoding="utf-8") if line.strip()]
-    if args.limit:
-        records = records[: args.limit]
+    records = load_edits(args.data, args.limit or None)
     unsure = []  # (record, reading text) of every unsure merge
     for rec in records:
+        if not rec.get("lazy_snippet"):
+            continue
         reading = witness.deterministic_reading(rec["original"], rec["lazy_snippet"])
         if reading.text is not None and not reading.certain:
             unsure.append((rec, reading.text))
