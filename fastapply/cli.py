@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("fastapply.model.cli", "the base model as a checkpoint; the default model; "
                                    "training examples (sft)"),
     "train": ("fastapply.model.train", "fine-tune the apply model (LoRA) on `model sft` examples"),
+    "judge": ("fastapply.judge.cli", "the judge of the merge's readings: its data and training"),
 }
 
 

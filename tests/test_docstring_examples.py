@@ -27,7 +27,8 @@ MODULES = [
     "fastapply.decoding.witness", "fastapply.service.inputs",
     "fastapply.engine_build.reading", "fastapply.engine_build.verify",
     "fastapply.engine_build.verify_run", "fastapply.merge.edges", "fastapply.service.budget",
-    "fastapply.bench.served",
+    "fastapply.bench.served", "fastapply.judge.syntax", "fastapply.judge.features",
+    "fastapply.judge.readings", "fastapply.judge.policy", "fastapply.judge.model",
 ]
 
 

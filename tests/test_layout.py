@@ -82,8 +82,8 @@ def test_the_library_is_one_folder_per_concern() -> None:
     modules = sorted(p.name for p in top.glob("*.py"))
     assert modules == ["__init__.py", "__main__.py", "cli.py", "demo.py", "metrics.py"]
     packages = sorted(p.name for p in top.iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["bench", "corpus", "decoding", "examples", "merge", "model", "server",
-                        "service"]
+    assert packages == ["bench", "corpus", "decoding", "examples", "judge", "merge", "model",
+                        "server", "service"]
     # private helpers live inside the package they serve, without a prefix
     assert not list(top.rglob("_merge*.py"))
 
@@ -98,7 +98,7 @@ def test_every_package_is_installed() -> None:
 def test_the_tests_mirror_the_packages() -> None:
     tests = REPO / "tests"
     for package in ("merge", "decoding", "server", "model", "client", "engine_build",
-                    "loadtest", "corpus"):
+                    "loadtest", "corpus", "judge"):
         assert list((tests / package).glob("test_*.py")), f"no tests/{package}/test_*.py"
     # pytest imports test files by their base name (no __init__.py): they must be unique
     names = [p.name for p in tests.rglob("test_*.py")]
