@@ -17,6 +17,9 @@ witnessed it. A refusal's kind comes from the exception the service raised and i
 - ``unsure``: the merge is unsure and no model witnessed it: the deterministic runtime, or
   an unsure merge that leaves the file unchanged (a model copying the file would agree)
 - ``disagreed``: the merge is unsure and the model wrote another file (or window)
+- ``judge_veto``: the merge is certain and the judge (policy ``judge``) vetoed its reading
+- ``judge_unsettled``: the merge is unsure and the judge accepts none of its readings, or
+  more than one
 - ``witness_budget``: the merge is unsure and the witness budget ran out
 - ``context_limit``: the prompt and the file do not fit the model's context
 - ``incomplete``: the model stopped before it finished the file (max_tokens, repetition)
@@ -48,7 +51,8 @@ if TYPE_CHECKING:
     from fastapply.service import FastApplyService, ServiceConfig
 
 #: Why a request was refused (see the module docstring), in the order tables show them.
-KINDS = ("merge_error", "unsure", "disagreed", "unsure_agreement", "witness_budget",
+KINDS = ("merge_error", "unsure", "disagreed", "unsure_agreement", "judge_veto",
+         "judge_unsettled", "witness_budget",
          "context_limit", "incomplete", "invalid_input", "other", "error")
 #: (name, most lines) of the original files' length buckets.
 LENGTH_BUCKETS = (("<=200 lines", 200), ("201-1000 lines", 1000), (">1000 lines", 10**9))
@@ -124,6 +128,10 @@ def refusal_kind(exc: BaseException) -> str:
         return "unsure"
     if "the snippet cannot be merged" in text or "the deterministic merge refused it" in text:
         return "merge_error"
+    if "under its veto" in text:
+        return "judge_veto"
+    if "and the judge accepts" in text:
+        return "judge_unsettled"
     if "witness budget" in text:
         return "witness_budget"
     if "the model wrote the deterministic merge's file but was unsure" in text:
@@ -169,7 +177,7 @@ def serve_one(service: FastApplyService, record: dict[str, Any], field: str) -> 
     row["seconds"] = round(time.perf_counter() - start, 4)
     witness = result.stats.witness or "deterministic"
     row = {**row, "outcome": "exact" if result.merged_code == updated else "wrong",
-           "certain": service.runtime is None or witness.startswith("deterministic"),
+           "certain": witness.startswith("deterministic") or witness == "judge-certain",
            "witness": witness, "min_token_prob": result.stats.min_token_prob}
     if witness == "agree-rival":  # which rival: how it differs from the chosen reading
         from fastapply.merge import apply_snippet

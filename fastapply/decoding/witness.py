@@ -52,6 +52,9 @@ POLICIES: dict[str, str] = {
     "certain_unless_confident_disagree": "as certain_or_agree, but a certain deterministic "
                                          "merge the model confidently reads otherwise is "
                                          "refused",
+    "judge": "the merge's readings scored by the judge (fastapply.judge): a certain merge "
+             "unless the judge vetoes it, else the one reading it accepts; the model is "
+             "not run",
 }
 #: Policies whose answer turns on how sure the model is (its lowest token probability):
 #: they need a runtime that reports the probability of each token it writes.

@@ -23,9 +23,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-#: LightGBM's settings (small trees, many rows per leaf: the labels are few per repository).
+#: LightGBM's settings: small trees (7 leaves served the most at the bound of the 8-fold
+#: validation, against 15 and 31), many rows per leaf: the labels are few per repository.
 PARAMS: dict[str, Any] = {
-    "n_estimators": 400, "learning_rate": 0.03, "num_leaves": 15, "min_child_samples": 20,
+    "n_estimators": 400, "learning_rate": 0.03, "num_leaves": 7, "min_child_samples": 20,
     "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8, "reg_lambda": 1.0,
     "deterministic": True, "force_row_wise": True, "n_jobs": 2, "verbose": -1,
     "random_state": 0,

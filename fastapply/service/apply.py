@@ -73,6 +73,12 @@ class FastApplyService:
         #: The cost of a prompt token the last request that read one saw, in ms (the
         #: witness budget's prediction takes the lower of it and the cost measured at load).
         self.seen_ms_per_token: float | None = None
+        #: The judge of the merge's readings (policy ``judge``), loaded once.
+        self.judge: Any = None
+        if config.policy == "judge":
+            from fastapply.judge import Judge
+
+            self.judge = Judge.load(config.judge_dir)
         if config.runtime != "deterministic":
             self._load_model()
         else:
@@ -134,8 +140,13 @@ class FastApplyService:
         original, snippet, instr = self.validate(initial_code, edit_snippet, instruction)
         limit = self.runtime.context_limit if self.runtime is not None else None
         max_tokens = as_max_tokens(max_tokens, limit)
-        if self.runtime is None:
-            result = self._apply_deterministic(original, snippet)
+        if self.runtime is None or self.judge is not None:
+            if self.judge is not None:  # propose, judge, serve: the model is not run
+                from fastapply.service.judged import judged
+
+                result = judged(self.judge, original, snippet)
+            else:
+                result = self._apply_deterministic(original, snippet)
             if on_delta is not None and result.merged_code:
                 on_delta(result.merged_code)
         else:

@@ -89,6 +89,9 @@ class ServiceConfig:
     #: is refused, naming the unsure place, instead of read to its end. 0: no budget. The
     #: policies that serve the model's own output (``model``, ``confident``, ...) have none.
     witness_budget_s: float = DEFAULT_WITNESS_BUDGET_S
+    #: The judge of policy ``judge``: a directory with ``judge.txt`` and ``card.json``
+    #: (None: the one the package ships, fastapply/judge/weights).
+    judge_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
