@@ -33,7 +33,8 @@ def merge_or_fragment(service: FastApplyService, *args: Any, **kwargs: Any) -> A
 
 @pytest.fixture(scope="module")
 def deterministic() -> FastApplyService:
-    return FastApplyService(ServiceConfig())
+    """The merge alone (policy deterministic: an unsure merge is refused, never judged)."""
+    return FastApplyService(ServiceConfig(policy="deterministic"))
 
 
 def test_deterministic_merges_the_shipped_examples(deterministic):
@@ -89,9 +90,10 @@ def test_config_errors_say_what_to_do():
                                              rf"token probabilities, which runtime "
                                              rf"'{runtime}' does not report"):
             ServiceConfig(runtime=runtime, engine_dir="engine", policy="confident")
-        assert ServiceConfig(runtime=runtime, engine_dir="engine").policy == "certain_or_agree"
-    # the torch runtime reports them: its default refuses an agreement it was unsure of
-    assert ServiceConfig(runtime="torch", model_dir="m").policy == "certain_or_confident_agree"
+        # the default, the judge, needs nothing of the runtime
+        assert ServiceConfig(runtime=runtime, engine_dir="engine").policy == "judge"
+    assert ServiceConfig(runtime="torch", model_dir="m").policy == "judge"
+    assert ServiceConfig(runtime="deterministic").policy == "judge"
     assert ServiceConfig(runtime="torch", model_dir="m", policy="certain_or_agree").policy == \
         "certain_or_agree"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapply.bench.common import percentile, print_table
-from fastapply.decoding.witness import DEFAULT_POLICY, Reading, decide, resolve_policy
+from fastapply.decoding.witness import Reading, decide, witness_policy
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,8 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="readings saved by `bench quality --save` (policy model)")
     p.add_argument("--model", type=Path, required=True,
                    help="the model directory those readings were made with")
-    p.add_argument("--policy", default=resolve_policy(DEFAULT_POLICY, True),
-                   help="the policy (default: the torch runtime's default)")
+    p.add_argument("--policy", default=witness_policy(True),
+                   help="the policy (default: the torch runtime's witness policy)")
     p.add_argument("--limit", type=int, default=20, help="refused readings to send at most")
 
 

@@ -6,10 +6,11 @@ snippet field ``--field``: ``lazy_snippet``, ``search_replace`` or ``udiff``) is
 to the service the server runs (:class:`~fastapply.service.FastApplyService`), set up as
 ``fastapply serve`` with no options sets it up (:func:`served_config`): the torch runtime with
 the embedded default model (or ``--model``), its policy, witness and witness budget;
-``--runtime deterministic`` serves the merge alone. No request sends max_tokens, as the
-server's clients send none by default. A served file is ``certain`` where the
-deterministic merge was (the deterministic runtime serves nothing else), else the model
-witnessed it. A refusal's kind comes from the exception the service raised and its message
+``--runtime deterministic`` runs no model (the default policy, ``judge``, then serves what the
+judge accepts; ``--policy deterministic`` the merge alone). No request sends max_tokens, as
+the server's clients send none by default. A served file is ``certain`` where the
+deterministic merge was, else the judge or the model witnessed it. A refusal's kind comes
+from the exception the service raised and its message
 (:func:`refusal_kind`):
 
 - ``merge_error``: the deterministic merge cannot read the snippet (an EditError); no model
@@ -118,10 +119,13 @@ def refusal_kind(exc: BaseException) -> str:
     """
     from fastapply.decoding.witness import READ_DIFFERENTLY
     from fastapply.service import IncompleteOutput, InvalidRequest, Refused
+    from fastapply.service.judged import WITNESS_AFTER_JUDGE
 
     text = str(exc)
     if not isinstance(exc, InvalidRequest):
         return "error"
+    if WITNESS_AFTER_JUDGE in text:  # the judge left it to the model: the model's refusal
+        return refusal_kind(Refused(text.split(WITNESS_AFTER_JUDGE, 1)[1]))
     if isinstance(exc, IncompleteOutput):
         return "context_limit" if "context limit" in text else "incomplete"
     if "leaves the file unchanged and is unsure" in text:

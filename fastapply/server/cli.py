@@ -72,10 +72,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the shipped adapter) or --model DIR; deterministic: the "
                         "deterministic merge, no model")
     p.add_argument("--policy", choices=list(POLICY_CHOICES), default=None,
-                   help=f"what a model runtime serves, given its output and the "
-                        f"deterministic merge (default: {ServiceConfig.policy}: "
-                        f"certain_or_confident_agree on torch, certain_or_agree on the "
-                        f"TensorRT-LLM runtimes; see docs/model.md)")
+                   help=f"what is served (default: {ServiceConfig.policy}: judge, the "
+                        f"merge's readings scored by the judge, on every runtime; the "
+                        f"model's witness: certain_or_confident_agree on torch, "
+                        f"certain_or_agree on TensorRT-LLM; see docs/model.md)")
     p.add_argument("--threshold", type=float, default=None,
                    help="lowest token probability the confidence policies accept")
     p.add_argument("--witness", choices=["window", "file"], default=None,

@@ -75,10 +75,16 @@ class FastApplyService:
         self.seen_ms_per_token: float | None = None
         #: The judge of the merge's readings (policy ``judge``), loaded once.
         self.judge: Any = None
+        #: The policy the model's answer is judged by: the configured one, or under
+        #: ``judge`` the model's witness, asked where the judge settles no unsure merge.
+        self.policy = config.policy
         if config.policy == "judge":
+            from fastapply.decoding.runtimes import PROB_RUNTIMES
+            from fastapply.decoding.witness import witness_policy
             from fastapply.judge import Judge
 
             self.judge = Judge.load(config.judge_dir)
+            self.policy = witness_policy(config.runtime in PROB_RUNTIMES)
         if config.runtime != "deterministic":
             self._load_model()
         else:
@@ -140,18 +146,31 @@ class FastApplyService:
         original, snippet, instr = self.validate(initial_code, edit_snippet, instruction)
         limit = self.runtime.context_limit if self.runtime is not None else None
         max_tokens = as_max_tokens(max_tokens, limit)
-        if self.runtime is None or self.judge is not None:
-            if self.judge is not None:  # propose, judge, serve: the model is not run
-                from fastapply.service.judged import judged
+        judge_refused: Refused | None = None
+        if self.judge is not None:  # propose, judge, serve: the model is not run
+            from fastapply.service.judged import Unsettled, judged
 
+            try:
                 result = judged(self.judge, original, snippet)
-            else:
+            except Unsettled as exc:
+                if self.runtime is None:
+                    raise
+                judge_refused = exc  # an unsure merge the judge did not settle: the model
+        if self.runtime is None or (self.judge is not None and judge_refused is None):
+            if self.judge is None:
                 result = self._apply_deterministic(original, snippet)
             if on_delta is not None and result.merged_code:
                 on_delta(result.merged_code)
         else:
-            result = self._apply_model(original, snippet, instr, max_tokens, on_delta,
-                                       _every(CANCEL_CHECK_PERIOD_S, is_cancelled), start)
+            try:
+                result = self._apply_model(original, snippet, instr, max_tokens, on_delta,
+                                           _every(CANCEL_CHECK_PERIOD_S, is_cancelled), start)
+            except Refused as exc:
+                if judge_refused is None:
+                    raise
+                from fastapply.service.judged import WITNESS_AFTER_JUDGE
+
+                raise Refused(f"{judge_refused}{WITNESS_AFTER_JUDGE}{exc}", exc.partial) from None
         result.stats.finalise(time.perf_counter() - start, len(result.merged_code))
         if not result.stats.complete:
             assert limit is not None  # the deterministic runtime's merges are complete
@@ -220,7 +239,7 @@ class FastApplyService:
             # the merge's work is bounded (merge.costs): it runs whatever the file's length,
             # so a certain merge is served and an unsure one witnessed in its windows
             reading = witness.deterministic_reading(original, snippet)  # drafts and witness
-            plan = witness.plan(self.config.policy, reading)
+            plan = witness.plan(self.policy, reading)
             if plan.decided is not None:  # whatever the model would write
                 return self._decided(plan.decided, on_delta)
             if plan.model == witness.UNTIL_PARTING and self.config.witness == "window" and \
@@ -249,7 +268,7 @@ class FastApplyService:
                 request = replace(request, max_new_tokens=min(
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
             if plan.model == witness.UNTIL_PARTING:
-                if self.config.policy == "certain_or_agree_any":  # any reading it writes
+                if self.policy == "certain_or_agree_any":  # any reading it writes
                     reading = witness.readings_of(reading)
                     watch = witness.AnyAgreement([reading.text or "",
                                                   *witness.rival_texts(reading)])
@@ -324,12 +343,12 @@ class FastApplyService:
         answer is never replaced: its deltas were the model's text."""
         from fastapply.decoding.witness import decide
 
-        if self.config.policy == "model" or (streamed and not result.stats.complete):
+        if self.policy == "model" or (streamed and not result.stats.complete):
             result.stats.witness = "model"
             return result  # an incomplete one is refused by apply()
         exact = det.exact_format
         model_text = result.merged_code if result.stats.complete else None
-        decision = decide(self.config.policy, model_text,
+        decision = decide(self.policy, model_text,
                           result.stats.min_token_prob, det, exact, self.config.threshold)
         if decision.serve and streamed and decision.text != result.merged_code:
             decision = decide("agree", result.merged_code, result.stats.min_token_prob,

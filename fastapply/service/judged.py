@@ -1,7 +1,9 @@
 """The ``judge`` policy's answer: propose (the merge's readings), judge (each scored by
 :class:`fastapply.judge.Judge`), serve the one it accepts or refuse, naming the readings
-it weighed and the line where they part. The model is not run, so the answer costs what
-the merge and the judge cost, whatever the file's length and on every runtime."""
+it weighed and the line where they part. The model is not run for it, so the answer costs
+what the merge and the judge cost, whatever the file's length and on every runtime; only
+an unsure merge the judge does not settle (:class:`Unsettled`) is then, where a model
+runs, witnessed by the model as its policy says (fastapply.service.apply)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,15 @@ if TYPE_CHECKING:
     from fastapply.judge import Judge
 
 #: What every refusal of an unsure merge asks the agent to do.
-RESEND = ("resend the snippet with a few more unchanged lines around the change (an anchor "
-          "that picks the place), or as SEARCH/REPLACE blocks")
+RESEND = ("make each change match one place (keep a few unchanged lines around it, or send "
+          "SEARCH/REPLACE blocks) and send it again")
+#: Joins the judge's refusal and the model witness's, where a model was asked after it.
+WITNESS_AFTER_JUDGE = "\nand the model's witness: "
+
+
+class Unsettled(Refused):
+    """An unsure merge the judge accepts no single reading of: where a model runs, it is
+    asked to witness the merge (the model's policy), else the edit is refused."""
 
 
 def _scores(scores: tuple[float, ...]) -> str:
@@ -55,4 +64,4 @@ def judged(judge: Judge, original: str, snippet: str) -> ApplyResult:
            f"{_scores(verdict.scores)}; it serves one at {judge.accept} or more)")
     there = readings_there(Reading(rs.merge.text, False, doubts, merge=rs.merge))
     message = f"the merge is unsure ({doubts}) and {why}; nothing was merged: {RESEND}"
-    raise Refused(f"{message}\n{there}" if there else message)
+    raise Unsettled(f"{message}\n{there}" if there else message)

@@ -56,7 +56,7 @@ def test_deterministic_outcomes_and_kinds_by_length_saved_loaded_and_resumed(
         records: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     saved = tmp_path / "rows.jsonl"
     assert main(["served", "--data", str(records), "--runtime", "deterministic",
-                 "--save", str(saved)]) == 0
+                 "--policy", "deterministic", "--save", str(saved)]) == 0
     result = _last_json(capsys)
     every = result["buckets"]["all"]
     assert (every["records"], every["served_exact"], every["wrong"], every["refused"]) == \
@@ -79,7 +79,7 @@ def test_deterministic_outcomes_and_kinds_by_length_saved_loaded_and_resumed(
 
     # run again on the same rows: nothing is served again, nothing is lost
     assert main(["served", "--data", str(records), "--runtime", "deterministic",
-                 "--save", str(saved)]) == 0
+                 "--policy", "deterministic", "--save", str(saved)]) == 0
     assert _last_json(capsys)["buckets"]["all"] == every
     assert len(saved.read_text().splitlines()) == 5
 
@@ -105,9 +105,7 @@ def test_an_unexpected_exception_is_a_refusal_of_kind_error(
 
 def test_the_config_is_the_one_serve_renders_with_no_options(tiny_model_dir: Path) -> None:
     config = served_config("torch", tiny_model_dir)
-    assert (config.runtime, config.policy, config.witness) == ("torch",
-                                                                "certain_or_confident_agree",
-                                                                "file")
+    assert (config.runtime, config.policy, config.witness) == ("torch", "judge", "file")
     assert config.model_dir == str(tiny_model_dir.resolve()) and config.witness_budget_s > 0
     assert served_config("deterministic").runtime == "deterministic"
 

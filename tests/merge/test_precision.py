@@ -181,7 +181,7 @@ def test_validation_sample_precision_floor(field: str, served_floor: int,
 def test_the_deterministic_service_refuses_a_flagged_merge() -> None:
     from fastapply.service import FastApplyService, InvalidRequest, ServiceConfig
 
-    service = FastApplyService(ServiceConfig(runtime="deterministic"))
+    service = FastApplyService(ServiceConfig(runtime="deterministic", policy="deterministic"))
     with pytest.raises(InvalidRequest, match=r"cannot be merged: .*looks like a marker"):
         service.apply(PY, "... existing code ...\ndef b():\n    return 3\n")
     assert service.apply(PY, "# ...\ndef b():\n    return 3\n").merged_code == \
