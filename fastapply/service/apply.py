@@ -161,20 +161,24 @@ class FastApplyService:
                 result = self._apply_deterministic(original, snippet)
             if on_delta is not None and result.merged_code:
                 on_delta(result.merged_code)
-        else:
-            try:
-                result = self._apply_model(original, snippet, instr, max_tokens, on_delta,
-                                           _every(CANCEL_CHECK_PERIOD_S, is_cancelled), start)
-            except Refused as exc:
-                if judge_refused is None:
-                    raise
-                from fastapply.service.judged import WITNESS_AFTER_JUDGE
+            result.stats.finalise(time.perf_counter() - start, len(result.merged_code))
+            return result
+        try:
+            result = self._apply_model(original, snippet, instr, max_tokens, on_delta,
+                                       _every(CANCEL_CHECK_PERIOD_S, is_cancelled), start)
+            result.stats.finalise(time.perf_counter() - start, len(result.merged_code))
+            if not result.stats.complete:
+                assert limit is not None
+                raise IncompleteOutput(incomplete_message(result.stats, max_tokens, limit),
+                                       result)
+        except InvalidRequest as exc:  # refused, over the context or the budget, cut short
+            if judge_refused is None:
+                raise
+            from fastapply.service.judged import WITNESS_AFTER_JUDGE
 
-                raise Refused(f"{judge_refused}{WITNESS_AFTER_JUDGE}{exc}", exc.partial) from None
-        result.stats.finalise(time.perf_counter() - start, len(result.merged_code))
-        if not result.stats.complete:
-            assert limit is not None  # the deterministic runtime's merges are complete
-            raise IncompleteOutput(incomplete_message(result.stats, max_tokens, limit), result)
+            # the judge's refusal stands: the model could not witness the merge either
+            raise Refused(f"{judge_refused}{WITNESS_AFTER_JUDGE}{exc}",
+                          getattr(exc, "partial", None)) from None
         return result
 
     def _apply_deterministic(self, original: str, snippet: str) -> ApplyResult:

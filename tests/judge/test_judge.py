@@ -138,3 +138,18 @@ def test_judge_data_and_train_write_a_judge_that_loads(tmp_path: Path) -> None:
     trained = Judge.load(out)
     assert trained.card["data"]["readings"] == len(lines)
     assert trained.card["validation"]["folds_by_repository"] == 3
+
+
+def test_where_a_model_runs_it_witnesses_what_the_judge_leaves_unsettled(
+        tiny_model_dir: Path) -> None:
+    service = FastApplyService(ServiceConfig(runtime="torch", model_dir=str(tiny_model_dir),
+                                             prompt_format="morph", policy="judge"))
+    assert service.policy == "certain_or_confident_agree"  # the model's part of it
+    rec = load_edits()[0]  # a certain merge: served by the judge, the model not run
+    result = service.apply(rec["original"], rec["search_replace"])
+    assert result.merged_code == rec["updated"] and result.stats.forward_passes == 0
+    # an unsure tie the judge does not settle: the random model writes neither reading
+    with pytest.raises(Refused) as refused:
+        service.apply(*TIED)
+    message = str(refused.value)
+    assert "the judge accepts" in message and "and the model's witness: " in message
