@@ -7,7 +7,6 @@ runs, witnessed by the model as its policy says (fastapply.service.apply)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fastapply.metrics import Stats
@@ -25,8 +24,9 @@ WITNESS_AFTER_JUDGE = "\nand the model's witness: "
 
 
 class Unsettled(Refused):
-    """An unsure merge the judge accepts no single reading of: where a model runs, it is
-    asked to witness the merge (the model's policy), else the edit is refused."""
+    """An unsure merge the judge accepts no single reading of, or SEARCH/REPLACE or udiff
+    blocks found at several places or none (never judged): where a model runs, it is asked
+    to witness the merge (the model's policy), else the edit is refused."""
 
 
 def _scores(scores: tuple[float, ...]) -> str:
@@ -40,8 +40,11 @@ def judged(judge: Judge, original: str, snippet: str) -> ApplyResult:
     verdict = judge.judge(original, snippet)
     rs = verdict.readings
     if rs.exact_format and not rs.certain and rs.merge is not None:
-        rs = replace(rs, error="; ".join(u.message for u in rs.merge.uncertain))
-    if rs.error:  # unreadable, or blocks that are not exact: never judged
+        # blocks found at several places, or none: never judged; a model may witness them
+        raise Unsettled(f"the snippet cannot be merged: "
+                        f"{'; '.join(u.message for u in rs.merge.uncertain)}; nothing was "
+                        f"merged: {RESEND}")
+    if rs.error:  # the merge cannot read it
         raise InvalidRequest(f"the snippet cannot be merged: {rs.error}; nothing was merged: "
                              f"make each change match one place (keep a few unchanged lines "
                              f"around it, or send SEARCH/REPLACE blocks) and send it again")
