@@ -32,8 +32,10 @@ DEFINITIONS: dict[str, str] = {
                      "anything else is refused",
     "min_token_prob": "lowest probability the model gave a token it wrote (1.0: not "
                       "reported), where it hesitated",
-    "witness": "which reading was served: agree (model and deterministic merge wrote the "
-               "same file), model, deterministic-exact, deterministic-certain, ...",
+    "witness": "which reading was served: judge (the reading of an unsure merge the judge "
+               "accepted), judge-certain (a certain merge the judge did not veto), "
+               "deterministic-exact (SEARCH/REPLACE or udiff), agree (the model wrote the "
+               "merge's file), model, ...",
 }
 
 #: Finish reasons of a complete file: the model ended it, or no model ran. Any other
