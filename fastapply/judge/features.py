@@ -2,10 +2,10 @@
 
 A reading is a whole file the merge proposes. Its features are figures of the *edit*
 (the lines it removes and inserts, their context, the snippet's lines) and of the
-merge's doubts, never of the whole file, so they cost what the edit costs: the diff is
-taken over the region where the reading and the original part (their common head and
-tail cut off first), and the parser's signals (:mod:`.syntax`) are the only whole-file
-pass (tree-sitter: milliseconds for thousands of lines).
+merge's doubts: the diff is taken over the region where the reading and the original
+part (their common head and tail cut off first), so it costs what the edit costs; the
+whole file is only walked in linear passes (that head and tail, the count of each line)
+and by the parser (:mod:`.syntax`; tree-sitter: milliseconds for thousands of lines).
 
 >>> f = reading_features("a\\nb\\nc\\n", "a\\n# ...\\nc\\nd\\n", "a\\nb\\nc\\nd\\n")
 >>> f["added"], f["removed"], f["removed_unshown"], f["snippet_lines_missing"]
