@@ -63,13 +63,17 @@ COPY model_repository ./model_repository
 # its own) and nvidia-pytriton (a second tritonserver we do not need here). So:
 #  1. pin every package already installed (constraints file from pip freeze);
 #  2. install fastapply itself with --no-deps;
-#  3. install only the client dependency and the build Job's tools (`build-trtllm`: the
-#     image's own transformers/modelopt pins; a mismatch fails here), under those pins.
+#  3. install only the client dependency, the judge's (`judge`: LightGBM, tree-sitter and
+#     its grammar wheels; the default policy reads them) and the build Job's tools
+#     (`build-trtllm`: the image's own transformers/modelopt pins; a mismatch fails here),
+#     under those pins.
 RUN python3 -m pip freeze --exclude-editable | grep -v ' @ ' > /tmp/base-constraints.txt \
  && python3 -m pip install --no-deps . \
  && python3 -m pip install --constraint /tmp/base-constraints.txt "tritonclient[grpc]>=2.50" \
+ && python3 -m pip install --constraint /tmp/base-constraints.txt ".[judge]" \
  && python3 -m pip install --constraint /tmp/base-constraints.txt ".[build-trtllm]" \
- && python3 -c "import tensorrt_llm, fastapply.service, fastapply.server.model_repo" \
+ && python3 -c "import tensorrt_llm, fastapply.service, fastapply.server.model_repo; \
+from fastapply.judge import Judge; Judge.load()" \
  && rm -rf /opt/fastapply/src/build
 
 # Run as uid 1000. The Triton base images already have such a user (triton-server);
