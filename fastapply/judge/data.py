@@ -38,6 +38,7 @@ def snippets(rec: dict[str, Any], agent_styles: int, rng: random.Random
         from fastapply.corpus.agent_style import AGENT_STYLES
         from fastapply.model.sft_data import snippet_of
 
+        # not whole_file: a whole new file has one reading, the snippet itself
         for style in rng.sample([s for s in AGENT_STYLES if s != "whole_file"], agent_styles):
             snippet = snippet_of(style, rec["original"], rec["updated"], rec["language"],
                                  rec["path"], rng)

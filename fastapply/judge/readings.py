@@ -60,8 +60,10 @@ def readings_of(original: str, snippet: str, syntax: bool = True) -> Readings:
     texts = [(c.text, c.how) for c in merge.candidates] or [(merge.text, "chosen")]
     if texts[0][0] != merge.text:  # the chosen reading first, always
         texts.insert(0, (merge.text, "chosen"))
-    seen: set[str] = set()
-    texts = [(t, h) for t, h in texts if not (t in seen or seen.add(t))]  # type: ignore[func-returns-value]
+    first: dict[str, str] = {}
+    for text, how in texts:  # each text once, where it first comes
+        first.setdefault(text, how)
+    texts = list(first.items())
     parsed = Syntax.of(original) if syntax else None
     doubts = [u.message for u in merge.uncertain]
     rows = [reading_features(original, snippet, text, certain=certain, chosen=k == 0,

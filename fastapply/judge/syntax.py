@@ -136,9 +136,9 @@ class Syntax:
     definitions: Counter[str] | None = None
 
     @classmethod
-    def of(cls, original: str, language: str | None = None) -> Syntax:
-        """Parse ``original`` (in ``language``, else the guessed one)."""
-        language = language if language in GRAMMARS else guess_language(original)
+    def of(cls, original: str) -> Syntax:
+        """Parse ``original`` in the language guessed for it (:func:`guess_language`)."""
+        language = guess_language(original)
         g = _grammar(language) if language else None
         if g is None:
             return cls(None)
