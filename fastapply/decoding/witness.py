@@ -131,8 +131,10 @@ class Decision:
     message: str = ""
 
 
-def deterministic_reading(original: str, snippet: str) -> Reading:
-    """The deterministic merge of ``snippet`` as a witness.
+def deterministic_reading(original: str, snippet: str,
+                          merged: MergeResult | None = None) -> Reading:
+    """The deterministic merge of ``snippet`` as a witness (``merged``: that merge, where
+    the caller already ran it).
 
     An unsure merge that leaves the file as it is counts as refused: a model that copies
     the file agrees with it whatever the snippet meant, so no policy may serve it on the
@@ -146,7 +148,7 @@ def deterministic_reading(original: str, snippet: str) -> Reading:
     from fastapply.merge import EditError, apply_snippet, detect_format
 
     try:
-        result = apply_snippet(original, snippet)
+        result = merged if merged is not None else apply_snippet(original, snippet)
     except EditError as exc:
         return Reading(None, False, str(exc))
     unsure = "; ".join(u.message for u in result.uncertain)

@@ -16,6 +16,7 @@ from fastapply.service.budget import late_prefill_s, observed_ms_per_token, over
 from fastapply.service.config import TRTLLM_DEFAULT_DRAFT_LEN, ServiceConfig, make_runtime
 from fastapply.service.inputs import InvalidRequest, as_max_tokens, as_text
 from fastapply.service.results import (
+    RESEND,
     ApplyResult,
     IncompleteOutput,
     Refused,
@@ -146,39 +147,44 @@ class FastApplyService:
         original, snippet, instr = self.validate(initial_code, edit_snippet, instruction)
         limit = self.runtime.context_limit if self.runtime is not None else None
         max_tokens = as_max_tokens(max_tokens, limit)
-        judge_refused: Refused | None = None
-        if self.judge is not None:  # propose, judge, serve: the model is not run
+        unsettled: Any = None  # an unsure merge the judge left to the model (Unsettled)
+        if self.judge is not None:  # propose, judge, serve: the model is not run for it
             from fastapply.service.judged import Unsettled, judged
 
             try:
-                result = judged(self.judge, original, snippet)
+                return self._whole(judged(self.judge, original, snippet), on_delta, start)
             except Unsettled as exc:
                 if self.runtime is None:
                     raise
-                judge_refused = exc  # an unsure merge the judge did not settle: the model
-        if self.runtime is None or (self.judge is not None and judge_refused is None):
-            if self.judge is None:
-                result = self._apply_deterministic(original, snippet)
-            if on_delta is not None and result.merged_code:
-                on_delta(result.merged_code)
-            result.stats.finalise(time.perf_counter() - start, len(result.merged_code))
-            return result
+                unsettled = exc
+        elif self.runtime is None:
+            return self._whole(self._apply_deterministic(original, snippet), on_delta, start)
         try:
             result = self._apply_model(original, snippet, instr, max_tokens, on_delta,
-                                       _every(CANCEL_CHECK_PERIOD_S, is_cancelled), start)
+                                       _every(CANCEL_CHECK_PERIOD_S, is_cancelled), start,
+                                       unsettled.merge if unsettled is not None else None)
             result.stats.finalise(time.perf_counter() - start, len(result.merged_code))
             if not result.stats.complete:
                 assert limit is not None
                 raise IncompleteOutput(incomplete_message(result.stats, max_tokens, limit),
                                        result)
         except InvalidRequest as exc:  # refused, over the context or the budget, cut short
-            if judge_refused is None:
+            if unsettled is None:
                 raise
             from fastapply.service.judged import WITNESS_AFTER_JUDGE
 
             # the judge's refusal stands: the model could not witness the merge either
-            raise Refused(f"{judge_refused}{WITNESS_AFTER_JUDGE}{exc}",
+            raise Refused(f"{unsettled}{WITNESS_AFTER_JUDGE}{exc}",
                           getattr(exc, "partial", None)) from None
+        return result
+
+    @staticmethod
+    def _whole(result: ApplyResult, on_delta: Callable[[str], None] | None,
+               started: float) -> ApplyResult:
+        """A merge served without the model: streamed as one delta, its figures closed."""
+        if on_delta is not None and result.merged_code:
+            on_delta(result.merged_code)
+        result.stats.finalise(time.perf_counter() - started, len(result.merged_code))
         return result
 
     def _apply_deterministic(self, original: str, snippet: str) -> ApplyResult:
@@ -190,9 +196,7 @@ class FastApplyService:
             result = apply_snippet(original, snippet)
             merged = result.check()
         except EditError as exc:
-            message = (f"the snippet cannot be merged: {exc}; nothing was merged: make each "
-                       f"change match one place (keep a few unchanged lines around it, or "
-                       f"send SEARCH/REPLACE blocks) and send it again")
+            message = f"the snippet cannot be merged: {exc}; nothing was merged: {RESEND}"
             if result is not None and result.uncertain:  # unsure: show what it weighed
                 message = with_readings(message, Reading(result.text, False, str(exc),
                                                          merge=result))
@@ -201,7 +205,8 @@ class FastApplyService:
 
     def _apply_model(self, original: str, snippet: str, instruction: str | None,
                      max_tokens: int | None, on_delta: Callable[[str], None] | None,
-                     cancelled: Callable[[], bool], started: float) -> ApplyResult:
+                     cancelled: Callable[[], bool], started: float,
+                     merged: Any = None) -> ApplyResult:
         from fastapply.decoding import prompts, witness
         from fastapply.decoding.speculate import ContextLimitError, TextStream
         from fastapply.merge.syntax import copied_markers
@@ -242,7 +247,9 @@ class FastApplyService:
         try:
             # the merge's work is bounded (merge.costs): it runs whatever the file's length,
             # so a certain merge is served and an unsure one witnessed in its windows
-            reading = witness.deterministic_reading(original, snippet)  # drafts and witness
+            # drafts and witness (``merged``: the merge the judge weighed, not run again)
+            reading = witness.deterministic_reading(original, snippet) if merged is None else \
+                witness.deterministic_reading(original, snippet, merged)
             plan = witness.plan(self.policy, reading)
             if plan.decided is not None:  # whatever the model would write
                 return self._decided(plan.decided, on_delta)

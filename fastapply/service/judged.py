@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING
 
 from fastapply.metrics import Stats
 from fastapply.service.inputs import InvalidRequest
-from fastapply.service.results import ApplyResult, Refused
+from fastapply.service.results import RESEND, ApplyResult, Refused
 
 if TYPE_CHECKING:
     from fastapply.judge import Judge
+    from fastapply.merge import MergeResult
 
-#: What every refusal of an unsure merge asks the agent to do.
-RESEND = ("make each change match one place (keep a few unchanged lines around it, or send "
-          "SEARCH/REPLACE blocks) and send it again")
 #: Joins the judge's refusal and the model witness's, where a model was asked after it.
 WITNESS_AFTER_JUDGE = "\nand the model's witness: "
 
@@ -26,7 +24,12 @@ WITNESS_AFTER_JUDGE = "\nand the model's witness: "
 class Unsettled(Refused):
     """An unsure merge the judge accepts no single reading of, or SEARCH/REPLACE or udiff
     blocks found at several places or none (never judged): where a model runs, it is asked
-    to witness the merge (the model's policy), else the edit is refused."""
+    to witness the merge (the model's policy), else the edit is refused. ``merge`` is the
+    merge the judge weighed, so the witness does not merge the snippet again."""
+
+    def __init__(self, message: str, merge: MergeResult) -> None:
+        super().__init__(message)
+        self.merge = merge
 
 
 def _scores(scores: tuple[float, ...]) -> str:
@@ -43,11 +46,10 @@ def judged(judge: Judge, original: str, snippet: str) -> ApplyResult:
         # blocks found at several places, or none: never judged; a model may witness them
         raise Unsettled(f"the snippet cannot be merged: "
                         f"{'; '.join(u.message for u in rs.merge.uncertain)}; nothing was "
-                        f"merged: {RESEND}")
+                        f"merged: {RESEND}", rs.merge)
     if rs.error:  # the merge cannot read it
         raise InvalidRequest(f"the snippet cannot be merged: {rs.error}; nothing was merged: "
-                             f"make each change match one place (keep a few unchanged lines "
-                             f"around it, or send SEARCH/REPLACE blocks) and send it again")
+                             f"{RESEND}")
     if verdict.served is not None:
         witness = ("deterministic-exact" if rs.exact_format else "judge-certain") if \
             rs.certain else "judge"
@@ -67,4 +69,4 @@ def judged(judge: Judge, original: str, snippet: str) -> ApplyResult:
            f"{_scores(verdict.scores)}; it serves one at {judge.accept} or more)")
     there = readings_there(Reading(rs.merge.text, False, doubts, merge=rs.merge))
     message = f"the merge is unsure ({doubts}) and {why}; nothing was merged: {RESEND}"
-    raise Unsettled(f"{message}\n{there}" if there else message)
+    raise Unsettled(f"{message}\n{there}" if there else message, rs.merge)

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from fastapply.metrics import Stats
 from fastapply.service.inputs import InvalidRequest
 
+#: What a refusal of a snippet the merge cannot place asks the agent to do.
+RESEND = ("make each change match one place (keep a few unchanged lines around it, or send "
+          "SEARCH/REPLACE blocks) and send it again")
+
 
 class IncompleteOutput(InvalidRequest):
     """The model ran out of room (max_tokens or the context) before it finished the file.
