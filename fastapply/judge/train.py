@@ -107,8 +107,10 @@ def calibrate(groups: list[dict[str, Any]], max_wrong: float) -> dict[str, Any]:
     most agent-written merges right while the unsure merges it serves wrong stay at most
     ``max_wrong`` of the merges of each corpus group (a certain merge the judge cannot
     veto is the merge's own wrong file, counted in the figures, not by this bound)."""
+    base = replay(groups, 1.0, 0.0)
+
     def caught(veto: float) -> int:
-        c, base = replay(groups, 1.0, veto), replay(groups, 1.0, 0.0)
+        c = replay(groups, 1.0, veto)
         return sum(base[f"{k}_wrong"] - c[f"{k}_wrong"] - (base[f"{k}_right"] - c[f"{k}_right"])
                    for k in ("agent", "generated"))
 
