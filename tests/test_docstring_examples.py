@@ -29,6 +29,7 @@ MODULES = [
     "fastapply.engine_build.verify_run", "fastapply.merge.edges", "fastapply.service.budget",
     "fastapply.bench.served", "fastapply.judge.syntax", "fastapply.judge.features",
     "fastapply.judge.readings", "fastapply.judge.policy", "fastapply.judge.model",
+    "fastapply.service.config",
 ]
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapply.bench.common import percentile, print_table
-from fastapply.decoding.witness import Reading, decide, witness_policy
+from fastapply.decoding.witness import Reading, decide
+from fastapply.service.config import witness_policy
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -68,42 +68,11 @@ READ_DIFFERENTLY = "the model and the deterministic merge read the snippet diffe
 ANY_CERTAIN = frozenset({"certain_or_agree", "certain_or_agree_any",
                          "certain_or_confident_agree"})
 #: The shipped policy and its threshold (chosen on the validation split; ``auto``:
-#: :func:`resolve_policy`, once the runtime is known).
+#: :func:`fastapply.service.config.resolve_policy`, once the runtime is known).
 DEFAULT_POLICY = "auto"
 #: What a server may be set to: ``auto`` or one of :data:`POLICIES`.
 POLICY_CHOICES = ("auto", *POLICIES)
 DEFAULT_THRESHOLD = 0.5
-
-
-def witness_policy(reports_probs: bool) -> str:
-    """The best policy that asks the model to witness an unsure merge (the default until
-    issue 55): ``certain_or_confident_agree`` where the runtime reports the probability of
-    each token it writes, else ``certain_or_agree``.
-
-    On the validation split and agent-written snippets the model's agreements with a wrong
-    unsure merge had the lowest token probabilities (0.48-0.53, five of them in three
-    measurements) and none of the 60 exact ones fell under 0.55, so the threshold (0.5)
-    refuses wrong agreements and no right one seen (docs/benchmarks.md, issue 46); the
-    TensorRT-LLM runtimes report no probabilities.
-
-    >>> witness_policy(True), witness_policy(False)
-    ('certain_or_confident_agree', 'certain_or_agree')
-    """
-    return "certain_or_confident_agree" if reports_probs else "certain_or_agree"
-
-
-def resolve_policy(policy: str, reports_probs: bool) -> str:
-    """The policy ``auto`` stands for: ``judge`` on every runtime (the merge's readings
-    scored by the judge; the model is not run). On agent-dev it served 69 exact of 132
-    (0.523) and 1 wrong (a certain merge), where the model's witness
-    (:func:`witness_policy`) served 61 and the same 1 wrong, at a p95 of 0.3 s a request
-    against 8.1 s (docs/benchmarks.md, issue 55).
-
-    >>> resolve_policy("auto", True), resolve_policy("auto", False), resolve_policy("model", True)
-    ('judge', 'judge', 'model')
-    """
-    del reports_probs  # the judge needs nothing of the runtime
-    return "judge" if policy == "auto" else policy
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,8 @@ class FastApplyService:
         self.policy = config.policy
         if config.policy == "judge":
             from fastapply.decoding.runtimes import PROB_RUNTIMES
-            from fastapply.decoding.witness import witness_policy
             from fastapply.judge import Judge
+            from fastapply.service.config import witness_policy
 
             self.judge = Judge.load(config.judge_dir)
             self.policy = witness_policy(config.runtime in PROB_RUNTIMES)

@@ -15,7 +15,6 @@ from fastapply.decoding.witness import (
     DEFAULT_THRESHOLD,
     NEEDS_PROBS,
     POLICIES,
-    resolve_policy,
 )
 
 #: Largest accepted input (initial_code + edit_snippet + instruction), in bytes.
@@ -35,6 +34,37 @@ DEFAULT_WITNESS = "file"
 DEFAULT_WITNESS_BUDGET_S = 8.0
 #: K of the TensorRT-LLM runtimes when none is configured (the profiles' engines allow 64).
 TRTLLM_DEFAULT_DRAFT_LEN = 64
+
+
+def witness_policy(reports_probs: bool) -> str:
+    """The best policy that asks the model to witness an unsure merge (the default until
+    issue 55): ``certain_or_confident_agree`` where the runtime reports the probability of
+    each token it writes, else ``certain_or_agree``.
+
+    On the validation split and agent-written snippets the model's agreements with a wrong
+    unsure merge had the lowest token probabilities (0.48-0.53, five of them in three
+    measurements) and none of the 60 exact ones fell under 0.55, so the threshold (0.5)
+    refuses wrong agreements and no right one seen (docs/benchmarks.md, issue 46); the
+    TensorRT-LLM runtimes report no probabilities.
+
+    >>> witness_policy(True), witness_policy(False)
+    ('certain_or_confident_agree', 'certain_or_agree')
+    """
+    return "certain_or_confident_agree" if reports_probs else "certain_or_agree"
+
+
+def resolve_policy(policy: str, reports_probs: bool) -> str:
+    """The policy ``auto`` stands for: ``judge`` on every runtime (the merge's readings
+    scored by the judge; the model is not run). On agent-dev it served 69 exact of 132
+    (0.523) and 1 wrong (a certain merge), where the model's witness
+    (:func:`witness_policy`) served 61 and the same 1 wrong, at a p95 of 0.3 s a request
+    against 8.1 s (docs/benchmarks.md, issue 55).
+
+    >>> resolve_policy("auto", True), resolve_policy("auto", False), resolve_policy("model", True)
+    ('judge', 'judge', 'model')
+    """
+    del reports_probs  # the judge needs nothing of the runtime
+    return "judge" if policy == "auto" else policy
 
 
 @dataclass(frozen=True)
