@@ -14,7 +14,8 @@ merge refuses has no reading and is counted, not written.
 
 Rows are appended, one per reading: ``corpus``, ``repo``, ``id``, ``style``, ``merge`` (one
 key per merge), ``lines``, ``label`` (1: the reading is the commit's file),
-``certain``/``chosen`` and every feature of :data:`fastapply.judge.features.FEATURES`.
+``certain``/``chosen`` and every feature of :data:`fastapply.judge.features.FEATURES`;
+with ``--text``, also ``snippet`` and ``diff`` (the reading's change to the original).
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ def snippets(rec: dict[str, Any], agent_styles: int, rng: random.Random
                 yield style, snippet
 
 
-def labelled(rec: dict[str, Any], corpus: str, style: str, snippet: str
+def labelled(rec: dict[str, Any], corpus: str, style: str, snippet: str, text: bool = False
              ) -> tuple[list[dict[str, Any]], str]:
     """The rows of one merge and its outcome (certain_right, certain_wrong, unsure_chosen,
-    unsure_rival, unsure_none, refused)."""
+    unsure_rival, unsure_none, refused); ``text``: with the snippet and the reading's diff
+    (what the language-model judge reads, :mod:`fastapply.judge.lm`)."""
+    from fastapply.judge.lm import diff_of
     from fastapply.judge.readings import readings_of
 
     rs = readings_of(rec["original"], snippet)
@@ -59,6 +62,9 @@ def labelled(rec: dict[str, Any], corpus: str, style: str, snippet: str
     rows = [{"corpus": corpus, "repo": rec["repo"], "id": rec["id"], "style": style,
              "merge": key, "lines": rec["original"].count("\n"),
              "label": int(r.text == rec["updated"]), **r.features} for r in rs.readings]
+    if text:
+        for row, r in zip(rows, rs.readings, strict=True):
+            row.update(snippet=snippet, diff=diff_of(rec["original"], r.text))
     truth = next((k for k, r in enumerate(rs.readings) if r.text == rec["updated"]), None)
     if rs.certain:
         outcome = "certain_right" if truth == 0 else "certain_wrong"
@@ -76,6 +82,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="generated agent-style snippets drawn per record (default 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=None, help="the first N records only")
+    p.add_argument("--text", action="store_true",
+                   help="keep the snippet and each reading's diff (for `judge lm`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     with args.out.open("a") as out:
         for n, rec in enumerate(load_edits(args.records, args.limit), 1):
             for style, snippet in snippets(rec, args.agent_styles, rng):
-                rows, outcome = labelled(rec, args.corpus, style, snippet)
+                rows, outcome = labelled(rec, args.corpus, style, snippet, args.text)
                 outcomes[outcome] += 1
                 readings += len(rows)
                 out.writelines(json.dumps(r) + "\n" for r in rows)

@@ -47,11 +47,13 @@ VETOES = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2)
 AGENT_PREFIX = "agent"
 
 
-def params() -> dict[str, Any]:
-    """:data:`PARAMS` with the monotone constraints of :data:`DECREASING`."""
+def params(extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """:data:`PARAMS` with the monotone constraints of :data:`DECREASING`; each ``extra``
+    column (another judge's score) may only raise the score."""
     from fastapply.judge.features import FEATURES
 
-    return {**PARAMS, "monotone_constraints": [-1 if f in DECREASING else 0 for f in FEATURES]}
+    return {**PARAMS, "monotone_constraints":
+            [-1 if f in DECREASING else 0 for f in FEATURES] + [1] * len(extra)}
 
 
 def load_rows(paths: list[Path]) -> list[dict[str, Any]]:
@@ -62,14 +64,30 @@ def load_rows(paths: list[Path]) -> list[dict[str, Any]]:
     return rows
 
 
-def matrix(rows: list[dict[str, Any]]) -> Any:
-    """The rows' features as a float matrix, in :data:`FEATURES` order (NaN kept)."""
+def matrix(rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> Any:
+    """The rows' features as a float matrix, in :data:`FEATURES` order then ``extra``'s
+    (NaN kept)."""
     import numpy as np
 
     from fastapply.judge.features import FEATURES
 
-    return np.array([[float(r.get(f, np.nan)) for f in FEATURES] for r in rows],
+    return np.array([[float(r.get(f, np.nan)) for f in (*FEATURES, *extra)] for r in rows],
                     dtype=np.float64)
+
+
+def join_lm_scores(rows: list[dict[str, Any]], path: Path) -> int:
+    """Add ``lm_score`` (out-of-fold, from ``fastapply judge lm``'s ``lm_scores.jsonl``)
+    to the rows it scores, by merge and reading; the others keep none (NaN). Returns how
+    many rows were joined."""
+    by = {(s["merge"], s["reading_index"]): s["lm_score"]
+          for s in map(json.loads, path.read_text().splitlines())}
+    joined = 0
+    for r in rows:
+        score = by.get((r["merge"], r["reading_index"]))
+        if score is not None and not r["certain"]:
+            r["lm_score"] = score
+            joined += 1
+    return joined
 
 
 def merges(rows: list[dict[str, Any]], scores: Any) -> list[dict[str, Any]]:
@@ -136,6 +154,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--folds", type=int, default=8, help="repository folds (default 8)")
     p.add_argument("--max-wrong", type=float, default=0.005,
                    help="wrong served, as a share of merges, per corpus group (default 0.005)")
+    p.add_argument("--lm-scores", type=Path, default=None,
+                   help="a language-model judge's out-of-fold scores (`fastapply judge lm`'s "
+                        "lm_scores.jsonl) as one more feature of unsure readings: a "
+                        "measurement; the served judge cannot compute it, so --out must "
+                        "not be the package's")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,11 +171,19 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     rows = load_rows(args.rows)
-    x, y = matrix(rows), np.array([r["label"] for r in rows])
+    extra: tuple[str, ...] = ()
+    if args.lm_scores:
+        if args.out.resolve() == Path(__file__).with_name("weights").resolve():
+            raise SystemExit("--lm-scores: the served judge has no language model to "
+                             "compute lm_score; write this measurement elsewhere (--out)")
+        print(f"lm_score joined on {join_lm_scores(rows, args.lm_scores)} readings",
+              flush=True)
+        extra = ("lm_score",)
+    x, y = matrix(rows, extra), np.array([r["label"] for r in rows])
     repos = np.array([r["repo"] for r in rows])
     oof = np.zeros(len(rows))
     for fold, (fit, held) in enumerate(GroupKFold(n_splits=args.folds).split(x, y, repos)):
-        model = lightgbm.LGBMClassifier(**params()).fit(x[fit], y[fit])
+        model = lightgbm.LGBMClassifier(**params(extra)).fit(x[fit], y[fit])
         oof[held] = np.asarray(model.predict_proba(x[held]))[:, 1]
         auc = roc_auc_score(y[held], oof[held]) if len(set(y[held])) == 2 else float("nan")
         print(f"fold {fold}: {len(held)} readings of {len(set(repos[held]))} repositories "
@@ -163,16 +194,17 @@ def run(args: argparse.Namespace) -> int:
     counts = Counter(r["corpus"] for r in rows)
     per_corpus = {c: dict(replay([m for m in groups if m["corpus"] == c],
                                  chosen["accept"], chosen["veto"])) for c in sorted(counts)}
-    model = lightgbm.LGBMClassifier(**params()).fit(x, y)
+    model = lightgbm.LGBMClassifier(**params(extra)).fit(x, y)
     args.out.mkdir(parents=True, exist_ok=True)
     model.booster_.save_model(str(args.out / "judge.txt"))
-    importance = sorted(zip(FEATURES, model.booster_.feature_importance("gain"), strict=True),
+    importance = sorted(zip((*FEATURES, *extra), model.booster_.feature_importance("gain"),
+                            strict=True),
                         key=lambda t: -t[1])
     card = {
         "model": "LightGBM gradient-boosted trees over the readings' features "
                  "(fastapply.judge.features.FEATURES), text format (judge.txt)",
-        "features": list(FEATURES), "accept": chosen["accept"], "veto": chosen["veto"],
-        "max_wrong": args.max_wrong, "params": params(), "lightgbm": lightgbm.__version__,
+        "features": [*FEATURES, *extra], "accept": chosen["accept"], "veto": chosen["veto"],
+        "max_wrong": args.max_wrong, "params": params(extra), "lightgbm": lightgbm.__version__,
         "validation": {
             "folds_by_repository": args.folds, "repositories": len(set(repos)),
             "auc_all_readings": round(float(roc_auc_score(y, oof)), 4),

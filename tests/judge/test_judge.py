@@ -153,3 +153,55 @@ def test_where_a_model_runs_it_witnesses_what_the_judge_leaves_unsettled(
         service.apply(*TIED)
     message = str(refused.value)
     assert "the judge accepts" in message and "and the model's witness: " in message
+
+
+def test_the_language_model_judge_trains_by_repository_and_scores_every_reading(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """`judge lm` on the tiny model: a LoRA sequence classifier per repository fold, with
+    the transformers Trainer; every held-out reading scored, the policy replayed."""
+    from fastapply.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    assert main(["judge", "data", "--records", str(DATA / "multirepo-valid-sample.jsonl"),
+                 "--corpus", "agent-sample", "--text", "--out", str(rows),
+                 "--limit", "24"]) == 0
+    lines = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert all(r["diff"].startswith("@@") or r["diff"] == "" for r in lines)
+    out = tmp_path / "lm"
+    assert main(["judge", "lm", str(rows), "--base", str(tiny_model_dir), "--out", str(out),
+                 "--folds", "2", "--epochs", "1", "--max-tokens", "96",
+                 "--max-wrong", "0.5"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["readings"] == len(lines) and report["folds_by_repository"] == 2
+    scored = [json.loads(line) for line in (out / "lm_scores.jsonl").read_text().splitlines()]
+    assert len(scored) == len(lines) and all(0 <= s["lm_score"] <= 1 for s in scored)
+    held = sum(len((out / f"fold-{k}" / "scores.jsonl").read_text().splitlines())
+               for k in (0, 1))
+    assert held == len(lines)  # each reading scored once, by the fold that held it out
+    both = tmp_path / "trees-and-lm"
+    assert main(["judge", "train", str(rows), "--lm-scores", str(out / "lm_scores.jsonl"),
+                 "--out", str(both), "--folds", "2", "--max-wrong", "0.5"]) == 0
+    card = json.loads((both / "card.json").read_text())
+    assert card["features"][-1] == "lm_score" and card["params"]["monotone_constraints"][-1] == 1
+    with pytest.raises(ValueError, match="other features"):
+        Judge.load(both)  # the served judge computes no lm_score: it cannot load this one
+
+
+def test_the_language_model_judge_reads_the_edit_within_its_token_budget(
+        tiny_model_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from fastapply.judge.lm import diff_of, edit_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    original = "".join(f"line {k}\n" for k in range(400))
+    reading = original.replace("line 200\n", "changed 200\n")
+    diff = diff_of(original, reading)
+    assert diff.count("\n") == 8  # one hunk of 9 lines, not the file
+    long_snippet = "".join(f"shown {k}\n" for k in range(300))
+    ids = edit_ids(tokenizer, long_snippet, diff * 40, 128)
+    assert len(ids) <= 128
+    text = tokenizer.decode(ids)
+    assert text.startswith("snippet:") and "change:" in text
+    short = edit_ids(tokenizer, "x = 1\n", diff, 512)
+    assert tokenizer.decode(short).endswith("line 203")  # short inputs are kept whole
