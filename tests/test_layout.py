@@ -103,3 +103,15 @@ def test_the_tests_mirror_the_packages() -> None:
     # pytest imports test files by their base name (no __init__.py): they must be unique
     names = [p.name for p in tests.rglob("test_*.py")]
     assert len(names) == len(set(names))
+
+
+def test_every_adapter_in_the_package_is_one_a_build_profile_ships() -> None:
+    """An adapter measured and not shipped lives in docs/history with the commands that
+    rebuild it, not in the package every install copies (issue 56)."""
+    from fastapply.model.default import SHIPPED_ADAPTERS_DIR
+
+    profiles = (REPO / "engine_build" / "fastapply" / "engine_build" / "profiles").glob("*.yaml")
+    named = {line.split("shipped:", 1)[1].split()[0] for p in profiles
+             for line in p.read_text().splitlines() if line.startswith("adapter_dir: shipped:")}
+    folders = {p.name for p in SHIPPED_ADAPTERS_DIR.iterdir() if p.is_dir()}
+    assert folders and folders <= named, f"adapters no profile ships: {folders - named}"
