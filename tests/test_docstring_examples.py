@@ -17,7 +17,7 @@ MODULES = [
     "fastapply.merge.align", "fastapply.merge.definitions", "fastapply.merge.text",
     "fastapply.merge.guess", "fastapply.merge.indent", "fastapply.merge.precision",
     "fastapply.merge.layout", "fastapply.merge.beside", "fastapply.merge.removal",
-    "fastapply.merge.merger",
+    "fastapply.merge.merger", "fastapply.merge.review",
     "fastapply.corpus.languages", "fastapply.corpus.snippets", "fastapply.corpus.split",
     "fastapply.corpus.verify", "fastapply.bench.baselines", "fastapply.server.model_repo",
     "fastapply.server.http.guard", "fastapply.server.http.generate", "fastapply.server.http.checks",
@@ -29,7 +29,7 @@ MODULES = [
     "fastapply.engine_build.verify_run", "fastapply.merge.edges", "fastapply.service.budget",
     "fastapply.bench.served", "fastapply.judge.syntax", "fastapply.judge.features",
     "fastapply.judge.readings", "fastapply.judge.policy", "fastapply.judge.model",
-    "fastapply.service.config",
+    "fastapply.service.config", "fastapply.judge.lm",
 ]
 
 

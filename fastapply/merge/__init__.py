@@ -16,7 +16,8 @@ from fastapply.merge.apply import MergeResult, apply_snippet, merge
 from fastapply.merge.costs import WorkBudget
 from fastapply.merge.edits import detect_format, parse_edit
 from fastapply.merge.merger import Uncertainty
-from fastapply.merge.precision import Removal, removals, review, strict_runs, unanchored_removals
+from fastapply.merge.precision import Removal, removals, strict_runs, unanchored_removals
+from fastapply.merge.review import review
 from fastapply.merge.syntax import EditError, EditPlan, Hunk, is_marker
 
 __all__ = ["EditError", "EditPlan", "Hunk", "MergeResult", "Removal", "Uncertainty",

@@ -34,7 +34,8 @@ from fastapply.merge.edits import parse_edit
 from fastapply.merge.indent import tabs_for_spaces
 from fastapply.merge.lines import key_exact, key_loose
 from fastapply.merge.merger import Uncertainty, _Merger
-from fastapply.merge.precision import review, strict_runs, unanchored_removals
+from fastapply.merge.precision import strict_runs, unanchored_removals
+from fastapply.merge.review import review
 from fastapply.merge.syntax import BLOCK_FORM, BLOCK_MARKER, SEPARATOR, EditError, EditPlan
 from fastapply.merge.text import line_ends, with_ends
 
@@ -437,7 +438,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
 def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
                   ) -> MergeResult:
     """Parse ``snippet``, merge it into ``original`` (spending ``budget``, see merge) and
-    review the result (:func:`fastapply.merge.precision.review`: what contradicts the snippet is
+    review the result (:func:`fastapply.merge.review.review`: what contradicts the snippet is
     flagged). A UTF-8 byte order mark before the file that the snippet never shows is
     kept and not merged (the snippet's first line matches without it); a snippet that
     shows it edits it like any text (a commit may remove it)."""

@@ -29,7 +29,7 @@ import re
 from collections.abc import Container, Sequence
 
 from fastapply.merge.definitions import removed_definitions, second_definition
-from fastapply.merge.precision import _LOOKALIKE
+from fastapply.merge.review import _LOOKALIKE
 
 #: A line that continues a compound statement opened above it at its indentation.
 _CLAUSE = re.compile(r"^\s*(?:\}\s*)?(except|elif|else|finally|catch)\b")

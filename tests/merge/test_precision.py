@@ -14,7 +14,8 @@ from conftest import DATA
 
 from fastapply.merge import apply_snippet
 from fastapply.merge.edits import parse_edit
-from fastapply.merge.precision import removals, review, strict_runs, unanchored_removals
+from fastapply.merge.precision import removals, strict_runs, unanchored_removals
+from fastapply.merge.review import review
 
 VALID_SAMPLE = DATA / "multirepo-valid-sample.jsonl"
 PY = "import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
@@ -195,6 +196,6 @@ def test_the_deterministic_service_refuses_a_flagged_merge() -> None:
 def test_a_marker_inside_a_line_is_found_after_code_only(line: str, inside: bool) -> None:
     # (looked for without a leading `\S.*?`, which made the search quadratic in the
     # line: 43 s for a 1.2 MB file of 40,000-character lines, now 0.1 s)
-    from fastapply.merge.precision import _inline_marker
+    from fastapply.merge.review import _inline_marker
 
     assert _inline_marker(line) is inside
