@@ -262,7 +262,7 @@ def test_an_agreeing_merge_is_served_token_for_token(tiny_services: Any,
     plain, _, make = tiny_services
     want = plain.apply(*TINY_COMPLETE)  # policy model, no drafts
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: Reading(want.merged_code, certain=True))
+                        lambda original, snippet, *_: Reading(want.merged_code, certain=True))
     for k in (0, 64):
         deltas: list[str] = []
         got = make(k, policy="agree_or_exact").apply(*TINY_COMPLETE, on_delta=deltas.append)
@@ -285,7 +285,7 @@ def test_what_the_model_cannot_change_is_answered_without_it(
         make(64, policy="deterministic").apply(rec["original"], unsure)
     assert caught.value.partial is None  # no model ran
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: Reading(None, error="no line matches"))
+                        lambda original, snippet, *_: Reading(None, error="no line matches"))
     with pytest.raises(Refused, match=r"the deterministic merge refused it \(no line "
                                       r"matches\)") as caught:
         agree.apply(rec["original"], rec["lazy_snippet"])
@@ -335,7 +335,7 @@ def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
     rival = "a = 1\nb = 2\n" + want.merged_code + "c = 3\n"
     monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: _unsure_reading("".join(chosen), rival))
+                        lambda original, snippet, *_: _unsure_reading("".join(chosen), rival))
     got = {}
     for k in (0, 64):
         deltas: list[str] = []
@@ -369,7 +369,7 @@ def test_windows_of_the_chosen_reading_are_judged_by_the_policys_threshold(
                       (want, "y = 0\n"))
     monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: Reading(chosen, certain=False))
+                        lambda original, snippet, *_: Reading(chosen, certain=False))
     for config in ({"policy": "certain_or_agree"},
                    {"policy": "certain_or_confident_agree", "threshold": 0.0}):
         got = make(64, witness="window", **config).apply("a = 1\n", "b\n")
@@ -391,7 +391,7 @@ def test_a_window_that_leaves_every_reading_is_refused_at_once_naming_the_line(
     task = _window_task(*TINY_COMPLETE, others, chosen, 2)
     monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: Reading("".join(chosen), certain=False))
+                        lambda original, snippet, *_: Reading("".join(chosen), certain=False))
     with pytest.raises(Refused, match=r"line 3: the model wrote") as caught:
         make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
     assert "unsure at lines 3-3" in str(caught.value) and "2 readings" in str(caught.value)
@@ -412,7 +412,7 @@ def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
     chosen = ["a = 1\n", "y = 0\n", "b = 2\n", "c = 3\n", "y = 0\n", "d = 4\n"]
     full = "".join(chosen)
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: _unsure_reading(
+                        lambda original, snippet, *_: _unsure_reading(
                             full, full.replace("y = 0\n", want)))
 
     def tasks(second: frozenset[int]) -> list[Any]:
@@ -487,7 +487,7 @@ def test_a_witness_past_its_time_budget_is_refused_naming_the_unsure_place(
     chosen = ["a = 1\n", "b = 2\n", "y = 0\n", "c = 3\n"]
     merge = MergeResult("".join(chosen), (Uncertainty(3, "a tie at lines 3 and 9"),))
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: Reading("".join(chosen), certain=False,
+                        lambda original, snippet, *_: Reading("".join(chosen), certain=False,
                                                           merge=merge))
     task = _window_task(*TINY_COMPLETE, ("y = 0\n", want), chosen, 2)
     monkeypatch.setattr("fastapply.service.windows.plan_windows", lambda *a: [task])
@@ -629,7 +629,7 @@ def test_a_whole_file_equal_to_a_rival_reading_is_served_only_under_agree_any(
     chosen = "y = 0\nz = 1\n"
     assert want.merged_code != chosen
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: _unsure_reading(chosen, want.merged_code))
+                        lambda original, snippet, *_: _unsure_reading(chosen, want.merged_code))
     for k in (0, 64):
         deltas: list[str] = []
         got = make(k, policy="certain_or_agree_any").apply(*TINY_COMPLETE,
@@ -652,7 +652,7 @@ def test_a_whole_file_equal_to_no_reading_is_refused_under_agree_any(
     readings = ("y = 0\n", "y = 2\n")
     assert want.merged_code not in readings
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
-                        lambda original, snippet: _unsure_reading(*readings))
+                        lambda original, snippet, *_: _unsure_reading(*readings))
     with pytest.raises(Refused, match="read the snippet differently") as caught:
         make(64, policy="certain_or_agree_any").apply(*TINY_COMPLETE)
     assert caught.value.partial is not None

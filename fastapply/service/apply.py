@@ -248,8 +248,7 @@ class FastApplyService:
             # the merge's work is bounded (merge.costs): it runs whatever the file's length,
             # so a certain merge is served and an unsure one witnessed in its windows
             # drafts and witness (``merged``: the merge the judge weighed, not run again)
-            reading = witness.deterministic_reading(original, snippet) if merged is None else \
-                witness.deterministic_reading(original, snippet, merged)
+            reading = witness.deterministic_reading(original, snippet, merged)
             plan = witness.plan(self.policy, reading)
             if plan.decided is not None:  # whatever the model would write
                 return self._decided(plan.decided, on_delta)
