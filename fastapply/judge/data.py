@@ -52,7 +52,6 @@ def labelled(rec: dict[str, Any], corpus: str, style: str, snippet: str, text: b
     """The rows of one merge and its outcome (certain_right, certain_wrong, unsure_chosen,
     unsure_rival, unsure_none, refused); ``text``: with the snippet and the reading's diff
     (what the language-model judge reads, :mod:`fastapply.judge.lm`)."""
-    from fastapply.judge.lm import diff_of
     from fastapply.judge.readings import readings_of
 
     rs = readings_of(rec["original"], snippet)
@@ -63,6 +62,8 @@ def labelled(rec: dict[str, Any], corpus: str, style: str, snippet: str, text: b
              "merge": key, "lines": rec["original"].count("\n"),
              "label": int(r.text == rec["updated"]), **r.features} for r in rs.readings]
     if text:
+        from fastapply.judge.lm import diff_of
+
         for row, r in zip(rows, rs.readings, strict=True):
             row.update(snippet=snippet, diff=diff_of(rec["original"], r.text))
     truth = next((k for k, r in enumerate(rs.readings) if r.text == rec["updated"]), None)

@@ -63,35 +63,37 @@ def edit_ids(tokenizer: Any, snippet: str, diff: str, max_tokens: int) -> list[i
     return [*head, *s, *mid, *d]
 
 
-def _model(base: Path, r: int) -> Any:
+def _classifier(base: Path, tokenizer: Any) -> Any:
+    """The base as a two-label sequence classifier (float32 weights; its score head new)."""
     import torch
-    from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForSequenceClassification
 
     model: Any = AutoModelForSequenceClassification.from_pretrained(
         base, num_labels=2, dtype=torch.float32)
-    return get_peft_model(model, LoraConfig(
-        r=r, lora_alpha=2 * r, lora_dropout=0.05, task_type="SEQ_CLS",
-        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                        "down_proj"]))
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model
 
 
-def _train_fold(args: argparse.Namespace, base: Path, tokenizer: Any,
-                fit_items: list[dict[str, Any]], fold_dir: Path) -> None:
-    """Train one fold's adapter into ``fold_dir/adapter`` (checkpoints in ``fold_dir``; a
-    run cut short resumes from the last one)."""
+def _fold_model(args: argparse.Namespace, base: Path, tokenizer: Any,
+                fit_items: list[dict[str, Any]], fold_dir: Path) -> Any:
+    """One fold's judge: its adapter trained on ``fit_items`` into ``fold_dir/adapter``
+    (checkpoints in ``fold_dir``; a run cut short resumes from the last one), or loaded
+    from there where an earlier run finished training it."""
+    from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
 
     from fastapply.model.schedule import last_checkpoint
     from fastapply.model.train import cpu_has_bf16
 
     if (fold_dir / "adapter").exists():
-        return
+        return PeftModel.from_pretrained(_classifier(base, tokenizer), str(fold_dir / "adapter"))
     if args.limit_fold_rows and len(fit_items) > args.limit_fold_rows:
         step = len(fit_items) / args.limit_fold_rows
         fit_items = [fit_items[int(j * step)] for j in range(args.limit_fold_rows)]
-    model = _model(base, args.lora_r)
-    model.config.pad_token_id = tokenizer.pad_token_id
+    model = get_peft_model(_classifier(base, tokenizer), LoraConfig(
+        r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.05, task_type="SEQ_CLS",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                        "down_proj"]))
     targs = TrainingArguments(
         output_dir=str(fold_dir), per_device_train_batch_size=args.batch_size,
         num_train_epochs=args.epochs, learning_rate=args.learning_rate, warmup_steps=10,
@@ -106,38 +108,27 @@ def _train_fold(args: argparse.Namespace, base: Path, tokenizer: Any,
           + (f", resuming from {resume.name}" if resume else ""), flush=True)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     model.save_pretrained(str(fold_dir / "adapter"))
+    return model
 
 
-def _trained(base: Path, r: int, fold_dir: Path, tokenizer: Any) -> Any:
-    """The base with one fold's trained adapter (and its score head)."""
+def _scores(model: Any, tokenizer: Any, items: list[dict[str, Any]], batch: int
+            ) -> list[float]:
+    """P(right) of each item, in order, batched by length (bf16 autocast where the CPU
+    has it, as in training)."""
     import torch
-    from peft import PeftModel
-    from transformers import AutoModelForSequenceClassification
+    from transformers import DataCollatorWithPadding
 
-    model: Any = AutoModelForSequenceClassification.from_pretrained(
-        base, num_labels=2, dtype=torch.float32)
-    model.config.pad_token_id = tokenizer.pad_token_id
-    return PeftModel.from_pretrained(model, str(fold_dir / "adapter"))
-
-
-def _scores(model: Any, items: list[dict[str, Any]], pad: int, batch: int) -> list[float]:
-    """P(right) of each item, in order, batched by length."""
-    import torch
+    from fastapply.model.train import cpu_has_bf16
 
     model.eval()
+    pad = DataCollatorWithPadding(tokenizer)
     order = sorted(range(len(items)), key=lambda k: len(items[k]["input_ids"]))
     out = [0.0] * len(items)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_has_bf16()):
         for start in range(0, len(order), batch):
             ks = order[start:start + batch]
-            width = max(len(items[k]["input_ids"]) for k in ks)
-            ids = torch.full((len(ks), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(ks), width), dtype=torch.long)
-            for j, k in enumerate(ks):
-                n = len(items[k]["input_ids"])
-                ids[j, :n] = torch.tensor(items[k]["input_ids"])
-                mask[j, :n] = 1
-            logits = model(input_ids=ids, attention_mask=mask).logits.float()
+            inputs = pad([{"input_ids": items[k]["input_ids"]} for k in ks])
+            logits = model(**inputs).logits.float()
             for j, p in zip(ks, torch.softmax(logits, -1)[:, 1].tolist(), strict=True):
                 out[j] = float(p)
     return out
@@ -197,10 +188,8 @@ def run(args: argparse.Namespace) -> int:
         fold_dir = args.out / f"fold-{fold}"
         done = fold_dir / "scores.jsonl"
         if not done.exists():
-            _train_fold(args, base, tokenizer, [items[k] for k in fit], fold_dir)
-            model = _trained(base, args.lora_r, fold_dir, tokenizer)
-            held_scores = _scores(model, [items[k] for k in held],
-                                  int(tokenizer.pad_token_id), args.batch_size)
+            model = _fold_model(args, base, tokenizer, [items[k] for k in fit], fold_dir)
+            held_scores = _scores(model, tokenizer, [items[k] for k in held], args.batch_size)
             with done.open("w") as f:
                 for k, s in zip(held, held_scores, strict=True):
                     r = rows[judged[k]]
@@ -216,10 +205,7 @@ def run(args: argparse.Namespace) -> int:
     y = np.array([r["label"] for r in rows])
     unsure = np.array([not r["certain"] for r in rows])
     groups = merges(rows, scores)
-    try:
-        chosen = calibrate(groups, args.max_wrong)
-    except SystemExit:  # no accept threshold is safe: the policy serves certain merges only
-        chosen = {"accept": None, "veto": 0.0, "figures": dict(replay(groups, 1.01, 0.0))}
+    chosen = calibrate(groups, args.max_wrong)  # accept None: no threshold is safe
     at_half = replay(groups, 0.5, 0.0)
     report = {
         "base": str(base), "readings": len(items), "folds_by_repository": args.folds,

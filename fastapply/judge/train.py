@@ -124,7 +124,8 @@ def calibrate(groups: list[dict[str, Any]], max_wrong: float) -> dict[str, Any]:
     than certain-right ones (0 where none does); then ``accept``, the one that serves the
     most agent-written merges right while the unsure merges it serves wrong stay at most
     ``max_wrong`` of the merges of each corpus group (a certain merge the judge cannot
-    veto is the merge's own wrong file, counted in the figures, not by this bound)."""
+    veto is the merge's own wrong file, counted in the figures, not by this bound); None
+    where no threshold keeps to it (then the figures are of the certain merges alone)."""
     base = replay(groups, 1.0, 0.0)
 
     def caught(veto: float) -> int:
@@ -141,8 +142,8 @@ def calibrate(groups: list[dict[str, Any]], max_wrong: float) -> dict[str, Any]:
         key = (c["agent_right"] + c["generated_right"] / 10, -accept)
         if ok and (best is None or key > best["key"]):
             best = {"key": key, "accept": accept, "veto": veto, "figures": dict(c)}
-    if best is None:
-        raise SystemExit(f"no threshold keeps wrong under {max_wrong:.2%}: refuse everything")
+    if best is None:  # no accept threshold is safe: serve the certain merges only
+        return {"accept": None, "veto": veto, "figures": dict(replay(groups, 1.01, veto))}
     best.pop("key")
     return best
 
@@ -191,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
     unsure = np.array([not r["certain"] for r in rows])
     groups = merges(rows, oof)
     chosen = calibrate(groups, args.max_wrong)
+    if chosen["accept"] is None:
+        raise SystemExit(f"no threshold keeps wrong under {args.max_wrong:.2%}: "
+                         f"refuse everything")
     counts = Counter(r["corpus"] for r in rows)
     per_corpus = {c: dict(replay([m for m in groups if m["corpus"] == c],
                                  chosen["accept"], chosen["veto"])) for c in sorted(counts)}
