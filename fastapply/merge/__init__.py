@@ -3,7 +3,8 @@
 ``apply_snippet(original, snippet)`` is the whole of it for most callers: it reads a lazy
 snippet, SEARCH/REPLACE blocks, a unified diff or a mix (:mod:`.edits`), lays each hunk into
 the original (:mod:`.apply`, :mod:`.merger`; a SEARCH/REPLACE block or diff hunk by
-:mod:`.blocks`, a lazy segment by :mod:`.lazy` with :mod:`.locate`, :mod:`.align`,
+:mod:`.blocks`, a lazy segment by the steps and doubts of :data:`.doubts.PIPELINE`, placed by
+:mod:`.lazy` with :mod:`.locate`, :mod:`.align`,
 :mod:`.lines`, :mod:`.definitions`, :mod:`.text` and :mod:`.indent`, within the
 :mod:`.costs` budget) and reports every place it was unsure, after the :mod:`.precision`
 review and the :mod:`.edges` check. Pure Python: nothing here imports Triton or torch.

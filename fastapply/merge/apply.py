@@ -26,21 +26,22 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from fastapply.merge import formats
+from fastapply.merge import doubts, formats
 from fastapply.merge.blocks import replace_block
 from fastapply.merge.costs import WorkBudget
 from fastapply.merge.definitions import opens_block
 from fastapply.merge.edits import parse_edit
 from fastapply.merge.indent import tabs_for_spaces
+from fastapply.merge.inputs import diff_lines_in_lazy, refuse_block_markers
 from fastapply.merge.lines import key_exact, key_loose
 from fastapply.merge.merger import Uncertainty, _Merger
 from fastapply.merge.precision import strict_runs, unanchored_removals
 from fastapply.merge.review import review
-from fastapply.merge.syntax import BLOCK_FORM, BLOCK_MARKER, SEPARATOR, EditError, EditPlan
+from fastapply.merge.syntax import EditError, EditPlan
 from fastapply.merge.text import line_ends, with_ends
 
 __all__ = ["Candidate", "EditError", "MergeResult", "Uncertainty", "WorkBudget", "apply_snippet",
-           "merge"]
+           "doubts_raised", "merge"]
 
 
 #: Tied anchors retried the other way when the chosen reading is in other trouble (each
@@ -118,7 +119,7 @@ def _reading(plan: EditPlan, orig: list[str], context: int | None, eof: int,
     for k, hunk in enumerate(plan.hunks):
         done = len(m.replacements)
         if hunk.kind == "lazy":
-            m.lazy_segment(hunk)
+            doubts.lazy_segment(m, hunk)
         else:
             replace_block(m, hunk)
         m.placed.extend((k, r.start, r.end) for r in m.replacements[done:])
@@ -147,7 +148,7 @@ def _signature_edges(plan: EditPlan, orig: list[str]
     marker after it, ends where its last line is found (the block's end) unless that
     line is also the file's last. Returns the plan with those markers implied and, by
     segment number, the edges (before, after) they were implied for (a snippet without
-    any marker is read by _Merger.lazy_segment).
+    any marker is read by :func:`fastapply.merge.doubts.lazy_segment`).
 
     >>> orig = ["import os", "", "def f():", "    a = 1", "    b = 2", "    return a", "",
     ...         "x = f()"]
@@ -179,88 +180,6 @@ def _signature_edges(plan: EditPlan, orig: list[str]
         hunks[-1] = replace(tail, marker_after=True)
         anchored[tail.number] = (anchored.get(tail.number, (False, False))[0], True)
     return EditPlan(tuple(hunks)), anchored
-
-
-def _diff_lines_in_lazy(plan: EditPlan, orig: list[str]) -> list[Uncertainty]:
-    """Lazy lines that are lines of a diff outside its hunks: ``-`` followed by an
-    original line (a diff without its header), or, in a snippet that has diff hunks,
-    any line starting with ``+`` or ``-`` (a line without its prefix ended the hunk
-    before it). Merged as code, the signs would be written into the file. Lines the
-    original has as they stand are code.
-
-    >>> [u.line for u in _diff_lines_in_lazy(parse_edit("a\\n-b\\n+c\\n"), ["a", "b"])]
-    [2]
-    >>> plan = parse_edit("@@ -1 +1 @@\\n-a\\n+A\\nb\\n+c\\n")  # 'b' ended the hunk
-    >>> [u.message[:34] for u in _diff_lines_in_lazy(plan, ["a", "b"])]
-    ['lazy segment 1 (snippet line 4): i']
-    """
-    lines: set[str] | None = None  # the original's lines (built if needed)
-    diff = any(hunk.kind == "udiff" for hunk in plan.hunks)
-    for hunk in plan.hunks:
-        for i, s in enumerate(hunk.new if hunk.kind == "lazy" else ()):
-            if not s.startswith("-") and not (diff and s.startswith("+")):
-                continue
-            if lines is None:
-                lines = {key_exact(o) for o in orig}
-            if key_exact(s) in lines:
-                continue
-            if key_exact(s[1:]) in lines and s.startswith("-"):
-                line = next(j for j, o in enumerate(orig) if key_exact(o) == key_exact(s[1:])) + 1
-                return [Uncertainty(line, (
-                    f"{hunk.label}: its line {i + 1} is original line {line} with a '-' "
-                    f"before it; the snippet looks like a unified diff without its @@ "
-                    f"header: send the diff with a header (@@ ... @@) or the code without "
-                    f"-/+ signs"))]
-            if diff:
-                return [Uncertainty(0, (
-                    f"{hunk.label}: its line {i + 1} starts with {s[0]!r} like a diff line, "
-                    f"but it is outside the diff's hunks (a line without a diff prefix "
-                    f"ended the hunk before it); give every line of a hunk its prefix "
-                    f"(' ', '-' or '+')"))]
-    return []
-
-
-def _refuse_block_markers(plan: EditPlan, orig: list[str]) -> None:
-    """Raise EditError if a line the merge would write looks like a SEARCH/REPLACE or
-    merge-conflict marker the original lacks: a malformed block read as code.
-
-    >>> _refuse_block_markers(parse_edit("<<-- SEARCH\\na\\n"), ["a"])
-    Traceback (most recent call last):
-    ...
-    fastapply.merge.syntax.EditError: snippet line 1: '<<-- SEARCH' looks like a SEARCH/REPLACE ...
-    """
-    present: set[str] | None = None  # the original's lines, stripped (built if needed)
-    underlined: bool | None = None  # the original underlines headings with ===
-    for hunk in plan.hunks:
-        for k, s in enumerate(hunk.new):
-            if k in hunk.escaped:
-                continue
-            separator = hunk.kind == "search_replace" and SEPARATOR.match(s)
-            if separator and k and formats.heading(hunk.new[k - 1]):
-                if underlined is None:
-                    underlined = formats.underlined_in(orig)
-                if underlined:
-                    continue  # one more heading of the file's kind
-            if not separator and not BLOCK_MARKER.match(s):
-                continue
-            if present is None:
-                present = {key_loose(o) for o in orig}
-            if key_loose(s) in present:
-                continue
-            if separator:
-                raise EditError(f"{hunk.label}: its replacement line {k + 1} is a second "
-                                f"'=======' line, which the original does not have; a doubled "
-                                f"separator cannot be told from text, so nothing is written; "
-                                f"{BLOCK_FORM}")
-            if BLOCK_MARKER.match(s):
-                where = f"snippet line {hunk.snippet_line + k}" if hunk.kind == "lazy" \
-                    else hunk.label
-                kind = "SEARCH/REPLACE" if "SEARCH" in s or "REPLACE" in s else \
-                    "merge-conflict or SEARCH/REPLACE"
-                raise EditError(f"{where}: {s.strip()!r} looks like a {kind} "
-                                f"marker, but the block markers are malformed, so the block "
-                                f"cannot be read and is not written into the file; "
-                                f"{BLOCK_FORM}")
 
 
 #: Most removal runs of an unsure merge read the other way, one rival each.
@@ -308,7 +227,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
     budget = budget or WorkBudget()
     formats.diff_files(plan, orig)
     formats.refuse_ambiguous(plan, orig, budget)
-    _refuse_block_markers(plan, orig)
+    refuse_block_markers(plan, orig)
     # A lazy snippet usually shows the same number of context lines (1-3) beside each
     # change: try each and keep the reading its segments fit (fewest misfits; among
     # equals, the most context). One line of context is weak evidence, so a free
@@ -356,7 +275,7 @@ def merge(original: str, plan: EditPlan, budget: WorkBudget | None = None) -> Me
             m = other
     if m.fits:  # a segment unlike the others (a single odd one is just a style)
         m.uncertain.extend(m.misfits)
-    m.uncertain.extend(_diff_lines_in_lazy(plan, orig))
+    m.uncertain.extend(diff_lines_in_lazy(plan, orig))
     m.uncertain.extend(Uncertainty(*f) for f in unanchored_removals(m.removals))
     m.uncertain.extend(Uncertainty(*f) for f in strict_runs(m.removals))
     m.uncertain.extend(m.idle)
@@ -465,3 +384,17 @@ def apply_snippet(original: str, snippet: str, budget: WorkBudget | None = None
 
 #: The byte order mark some editors write before UTF-8 text.
 BOM = "\ufeff"
+
+
+def doubts_raised(original: str, snippet: str) -> list[str]:
+    """The doubts of the lazy pipeline (:data:`fastapply.merge.doubts.PIPELINE`) that the
+    merge of ``snippet`` into ``original`` raised on the reading it chose, by name, in
+    order: what each doubt's docstring example shows.
+
+    >>> doubts_raised("a\\nb\\n", "<<<<<<< SEARCH\\nb\\n=======\\nc\\n>>>>>>> REPLACE\\n")
+    []
+    >>> doubts_raised("x = 1\\ny = 2\\nx = 1\\n", "# ... existing code ...\\nx = 1\\nz = 3\\n"
+    ...               "# ... existing code ...\\n")
+    ['tie']
+    """
+    return [u.doubt for u in apply_snippet(original, snippet).uncertain if u.doubt]

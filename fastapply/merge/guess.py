@@ -1,7 +1,8 @@
 """Placements of a lazy segment that rest on a guess the snippet does not settle (found
 on outside fixtures: Plandex's, Continue's and ghostcoder's lazy-merge tests). Each
-finding is a message; :meth:`fastapply.merge.merger._Merger.lazy_segment` reports it, so the
-deterministic runtime refuses the merge instead of returning one reading of several.
+finding is a message; the "guesses" doubt of :data:`fastapply.merge.doubts.PIPELINE`
+reports it, so the deterministic runtime refuses the merge instead of returning one
+reading of several.
 
 * **fragment edges**: a snippet without any marker that is not the whole file is read
   as a fragment anchored where its lines match; if its first or last non-blank line

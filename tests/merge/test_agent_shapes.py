@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 
 from fastapply.merge import apply_snippet
+from fastapply.merge.doubts.region import blank_led, blank_run_edge
+from fastapply.merge.doubts.unmarked import unlike_edges
 from fastapply.merge.merger import _Merger
+from fastapply.merge.segment import Segment
 
 PHP = """<?php
 class A
@@ -295,14 +298,14 @@ def test_blank_lines_above_a_new_first_line_meet_the_files_blank_run_once() -> N
     # blank line to the file's second one, one blank line was kept above and two written
     # (tqdm mkdocs.py, 3 in all); the region starts where the two runs are one
     orig = ['"""', "", "", "def f(a):", "    return a", "", "", "def g():"]
-    m = _Merger(orig, None, len(orig))
-    assert m._blank_run_edge(2, 5, 2, "before") == 1  # 2 blank lines, not 3
-    assert m._blank_run_edge(2, 5, 1, "before") == 2  # the file's 2 stay: the longer run
-    assert m._blank_run_edge(1, 5, 2, "before") == 1
+    n = len(orig)
+    assert blank_run_edge(orig, n, 2, 5, 2, "before") == 1  # 2 blank lines, not 3
+    assert blank_run_edge(orig, n, 2, 5, 1, "before") == 2  # the file's 2 stay: the longer run
+    assert blank_run_edge(orig, n, 1, 5, 2, "before") == 1
     # after: the segment's last line new, then two blank lines and a marker
-    assert m._blank_run_edge(3, 5, 2, "after") == 7
-    assert m._blank_run_edge(3, 6, 2, "after") == 7
-    assert m._blank_run_edge(3, 5, 3, "after") == 7
+    assert blank_run_edge(orig, n, 3, 5, 2, "after") == 7
+    assert blank_run_edge(orig, n, 3, 6, 2, "after") == 7
+    assert blank_run_edge(orig, n, 3, 5, 3, "after") == 7
 
 
 def test_a_new_line_that_doubles_the_unique_line_kept_beside_it_is_unsure() -> None:
@@ -686,8 +689,10 @@ def test_new_lines_written_over_a_closing_line_are_unsure() -> None:
            '    it("dates", () => {']
     hunk = Hunk("lazy", (), tuple(seg), 1, 2, marker_before=True, marker_after=True)
     m = _merger_for(orig, seg)
-    p = Placement((2, 3), (5, 5), ((3, 3), (4, 4)))
-    assert m._unlike_edges(2, 3, 5, 5, seg, p, hunk) == (2, 5)
+    s = Segment(hunk, seg, placement=Placement((2, 3), (5, 5), ((3, 3), (4, 4))))
+    s.region()
+    unlike_edges(m, s)
+    assert (s.start, s.end) == (2, 5)
     assert any("which they do not resemble" in u.message for u in m.uncertain)
 
 
@@ -706,8 +711,10 @@ def test_a_segment_anchored_by_a_blank_line_alone_before_new_code_is_unsure() ->
            "\trequire.NoError(t, do(req))", "}", "", "func TestJoin(t *testing.T) {"]
     hunk = Hunk("lazy", (), tuple(seg), 1, 2, marker_before=True, marker_after=True)
     m = _merger_for(orig, seg)
-    m._blank_led(seg, Placement((3, 3), (12, 12), ((0, 3), (4, 9), (5, 10), (6, 11))), 12,
-                 hunk)
+    s = Segment(hunk, seg, placement=Placement((3, 3), (12, 12),
+                                               ((0, 3), (4, 9), (5, 10), (6, 11))))
+    s.region()
+    blank_led(m, s)
     assert m.uncertain and "only a blank line (original line 4) anchors it" in \
         m.uncertain[0].message
 
