@@ -32,7 +32,9 @@ MODULES = [
     "fastapply.engine_build.verify_run", "fastapply.merge.edges", "fastapply.service.budget",
     "fastapply.bench.served", "fastapply.judge.syntax", "fastapply.judge.features",
     "fastapply.judge.readings", "fastapply.judge.policy", "fastapply.judge.model",
-    "fastapply.service.config", "fastapply.judge.lm",
+    "fastapply.service.config", "fastapply.judge.lm", "fastapply.server.openai.api",
+    "fastapply.server.openai.errors", "fastapply.server.openai.responses",
+    "fastapply.server.openai.tags",
 ]
 
 

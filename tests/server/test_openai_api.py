@@ -21,20 +21,15 @@ from apply_clients import (
 )
 
 from fastapply.metrics import Stats
-from fastapply.server.openai.api import (
-    ApiError,
+from fastapply.server.openai.api import parse_chat, parse_completion, parse_json, parse_relace
+from fastapply.server.openai.errors import ApiError, check_complete, upstream_error
+from fastapply.server.openai.responses import (
     chat_chunk,
     chat_completion,
-    check_complete,
-    parse_chat,
-    parse_completion,
-    parse_json,
-    parse_relace,
-    split_tags,
     text_chunk,
     text_completion,
-    upstream_error,
 )
+from fastapply.server.openai.tags import split_tags
 
 HTML = '<p>Use <code>x</code></p>\n<code>y</code>\n'
 
@@ -280,7 +275,7 @@ def test_unclosed_instruction_tags_take_linear_work() -> None:
     import subprocess
     import sys
 
-    code = ("from fastapply.server.openai.api import split_tags\n"
+    code = ("from fastapply.server.openai.tags import split_tags\n"
             "print(split_tags('<instruction>' * 100_000 + '<code>a</code><update>b</update>'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout
@@ -441,7 +436,8 @@ def test_hostile_kortix_escaped_and_anchor_messages_take_linear_work() -> None:
     import subprocess
     import sys
 
-    code = ("from fastapply.server.openai.api import ApiError, parse_chat\n"
+    code = ("from fastapply.server.openai.api import parse_chat\n"
+            "from fastapply.server.openai.errors import ApiError\n"
             "cases = ['x <code>' * 400_000 + '</code>\\n<update>a</update>',\n"
             "         '</code><update>' * 200_000,\n"
             "         '<code>' + '&amp;' * 500_000 + '</code><update>&lt;</update>',\n"

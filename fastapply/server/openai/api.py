@@ -1,4 +1,6 @@
-"""The OpenAI, Morph and Relace request and response shapes, as pure functions.
+"""The OpenAI, Morph and Relace request shapes, as pure functions: a request body in, a
+:class:`MergeRequest` (or an :class:`~.errors.ApiError` saying what is wrong) out. The
+answers are shaped by :mod:`.responses`, the message's tags read by :mod:`.tags`.
 
 ``fastapply.server.openai.server`` is the thin HTTP layer around these; everything here works
 on plain dicts and strings, so it is tested without a server.
@@ -26,37 +28,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fastapply.metrics import Stats
 from fastapply.server.http.checks import lone_surrogate
 from fastapply.server.openai import anchors
+from fastapply.server.openai.errors import ApiError
 from fastapply.server.openai.escaping import Escaper, detect, unescape
+from fastapply.server.openai.tags import read_tags
 
-#: Model names /v1/models lists; any other name is accepted as well.
-MODEL_IDS = ("fast_apply", "auto", "morph-v3-fast", "morph-v3-large", "relace-apply-3")
 #: Largest max_tokens accepted (the Triton tensor is INT32).
 MAX_TOKENS_LIMIT = 2**31 - 1
 #: The tags a Kortix FastApply prompt asks its answer to be wrapped in.
 ANSWER_TAGS = ("<updated-code>", "</updated-code>")
-
-
-class ApiError(Exception):
-    """An error answered in OpenAI's shape: ``{"error": {message, type, param, code}}``."""
-
-    def __init__(self, status: int, message: str, *, param: str | None = None,
-                 code: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-
-    @property
-    def type(self) -> str:
-        return "invalid_request_error" if self.status < 500 else "server_error"
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
 
 
 @dataclass(frozen=True)
@@ -105,7 +86,7 @@ def parse_json(body: bytes) -> dict[str, Any]:
     >>> parse_json(b'[1]')
     Traceback (most recent call last):
     ...
-    fastapply.server.openai.api.ApiError: the request body must be a JSON object, not a list
+    fastapply.server.openai.errors.ApiError: the request body must be a JSON object, not a list
     """
     if not body.strip():
         raise ApiError(400, "the request body is empty; send a JSON object",
@@ -180,135 +161,7 @@ def _text(content: Any, where: str) -> str:
                    code="invalid_type")
 
 
-def _instruction(text: str) -> tuple[int, str, int] | None:
-    """(start, text, end) of the first ``<instruction>...</instruction>`` (or
-    ``<instructions>``) element, as ``re.search(r"<(instructions?)>(.*?)</\1>")`` finds
-    it, in linear time (that pattern retries every opening tag to the end of the text:
-    16,000 unclosed tags took 12.6 s). Only the first opening tag of each name matters:
-    a closing tag after a later one is after the first one too.
-
-    >>> _instruction("<instructions>a<instruction>b</instruction></instructions>")
-    (0, 'a<instruction>b</instruction>', 58)
-    >>> _instruction("<instruction>" * 3) is None
-    True
-    """
-    best = None
-    for name in ("instruction", "instructions"):
-        start = text.find(f"<{name}>")
-        end = text.find(f"</{name}>", start + len(name) + 2) if start >= 0 else -1
-        if end >= 0 and (best is None or start < best[0]):
-            best = (start, text[start + len(name) + 2:end], end + len(name) + 3)
-    return best
-
-
-_AFTER_CODE = re.compile(r"</code>\s*<update>")
-_AFTER_UPDATE = re.compile(r"</update>\s*<code>")
 _FENCE = re.compile(r"\A\s*```[^\n`]*\n(.*\n)```\s*\Z", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Tags:
-    """What a message's tags frame: the instruction, the file, the snippet (None where
-    absent), and the prose: the message outside the file and the snippet, where a prompt
-    says how it wants its answer."""
-
-    instruction: str | None
-    code: str | None
-    update: str | None
-    prose: str
-
-
-def _opening(text: str, tag: str, before: int) -> int:
-    """Where the ``tag`` that opens a frame ending at ``before`` starts: the first one that
-    begins a line (after spaces or tabs), since prose that mentions a tag ("merge the
-    <update> into the <code> below") has words before it; else the first one; -1 if none.
-    Linear: each look back stops at the first character that is not a space or tab."""
-    first = at = text.find(tag, 0, before)
-    while at >= 0:
-        back = at - 1
-        while back >= 0 and text[back] in " \t":
-            back -= 1
-        if back < 0 or text[back] == "\n":
-            return at
-        at = text.find(tag, at + 1, before)
-    return first
-
-
-def _frame(text: str, sep: re.Match[str], first: str, last: str
-           ) -> tuple[int, int, int] | None:
-    """The ``<first>...</first><last>...</last>`` frame around ``sep`` (the one place the
-    first tag's close meets the second's opening): (where its opening tag starts, where
-    its closing tag ends, where that closing tag starts); None where either is missing."""
-    start = _opening(text, f"<{first}>", sep.start())
-    close = text.rfind(f"</{last}>")
-    if start < 0 or close < sep.end():
-        return None
-    return start, close + len(last) + 3, close
-
-
-def read_tags(text: str) -> Tags:
-    """The file and snippet of a Morph/Relace or Kortix FastApply message.
-
-    The file is what stands between the ``<code>`` and ``</code>`` that frame it next to an
-    ``<update>`` block, in either order. The file and snippet may themselves hold tag-like
-    text, so the code ends at the one ``</code>`` followed by ``<update>`` (or starts at the
-    one ``<code>`` after ``</update>``); a message holding such a meeting twice, or both
-    orders, is refused rather than guessed. Where a message mentions the tags in prose, the
-    opening tag is the one that begins a line. An ``<instruction>`` before the tags is read.
-
-    >>> split_tags("<code>a <code>b</code>\\n</code>\\n<update>c</update>")
-    (None, 'a <code>b</code>\\n', 'c')
-    >>> tags = read_tags("Merge the <update> into the <code> below.\\n<update>u</update>\\n"
-    ...                  "<code>f\\n</code>\\nDone.")
-    >>> (tags.code, tags.update, tags.prose)
-    ('f\\n', 'u', 'Merge the <update> into the <code> below.\\n\\nDone.')
-    """
-    instruction = None
-    prose = ""
-    found = _instruction(text)
-    tag_at = min((i for i in (text.find("<code>"), text.find("<update>")) if i >= 0),
-                 default=-1)
-    if found is not None and (tag_at < 0 or found[0] < tag_at):
-        instruction = found[1].strip() or None
-        prose, text = text[:found[2]], text[found[2]:]
-    readings = []
-    for pattern, first, last in ((_AFTER_CODE, "code", "update"),
-                                 (_AFTER_UPDATE, "update", "code")):
-        seps = list(pattern.finditer(text))
-        if len(seps) > 1:
-            raise ApiError(400, f"the message holds '</{first}>' followed by '<{last}>' more "
-                                f"than once, so where the file ends is ambiguous; send the "
-                                f"file as prediction.content or use POST /v1/code/apply",
-                           param="messages", code="ambiguous_tags")
-        frame = _frame(text, seps[0], first, last) if seps else None
-        if frame is not None:
-            start, end, close = frame
-            inner = (text[start + len(first) + 2:seps[0].start()], text[seps[0].end():close])
-            readings.append((inner if first == "code" else inner[::-1],
-                             prose + text[:start] + text[end:]))
-    if len(readings) > 1:
-        raise ApiError(400, "the message holds both '</code>' followed by '<update>' and "
-                            "'</update>' followed by '<code>', so which is the file is "
-                            "ambiguous; send the file as prediction.content or use POST "
-                            "/v1/code/apply", param="messages", code="ambiguous_tags")
-    if readings:
-        (code, snippet), outside = readings[0]
-        return Tags(instruction, code, snippet, outside)
-    start, end = text.find("<update>"), text.rfind("</update>")
-    if 0 <= start < end:
-        return Tags(instruction, None, text[start + len("<update>"):end],
-                    prose + text[:start] + text[end + len("</update>"):])
-    return Tags(instruction, None, None, prose + text)
-
-
-def split_tags(text: str) -> tuple[str | None, str | None, str | None]:
-    """(instruction, code, update) of :func:`read_tags`.
-
-    >>> split_tags("<update>only</update>")
-    (None, None, 'only')
-    """
-    tags = read_tags(text)
-    return tags.instruction, tags.code, tags.update
 
 
 def _last_user_message(messages: Any) -> str:
@@ -513,139 +366,3 @@ def parse_relace(body: dict[str, Any]) -> MergeRequest:
     return MergeRequest(original, snippet, instruction or None,
                         bool(_typed(body, "stream", bool, "true or false")),
                         _max_tokens(body), model)
-
-
-# -- responses --------------------------------------------------------------------------
-
-
-def check_complete(stats: Stats | None) -> Stats:
-    """The request's stats if its file is complete; a 400 if the token budget cut it off.
-
-    A merged file cut off by the budget is never returned as success (``finish_reason``
-    ``length`` in OpenAI's API would hand the client a fragment).
-    """
-    if stats is None:
-        raise ApiError(502, "the server ended the request without its statistics, so "
-                            "whether the file is complete is unknown", code="incomplete")
-    if stats.finish_reason == "length":
-        raise ApiError(400, f"the merged file did not fit in the token budget: it was cut "
-                            f"off after {stats.completion_tokens} tokens; raise max_tokens "
-                            f"(or leave it out) or send a smaller file",
-                       param="max_tokens", code="output_truncated")
-    return stats
-
-
-def usage(stats: Stats) -> dict[str, Any]:
-    """OpenAI ``usage`` from the server's Stats; draft tokens are the prediction tokens.
-
-    >>> usage(Stats(prompt_tokens=10, completion_tokens=5, accepted_draft_tokens=4,
-    ...             rejected_draft_tokens=1))["completion_tokens_details"]
-    {'accepted_prediction_tokens': 4, 'rejected_prediction_tokens': 1}
-    """
-    return {"prompt_tokens": stats.prompt_tokens,
-            "completion_tokens": stats.completion_tokens,
-            "total_tokens": stats.prompt_tokens + stats.completion_tokens,
-            "completion_tokens_details": {
-                "accepted_prediction_tokens": stats.accepted_draft_tokens,
-                "rejected_prediction_tokens": stats.rejected_draft_tokens}}
-
-
-def chat_completion(request_id: str, created: int, model: str, merged: str,
-                    stats: Stats) -> dict[str, Any]:
-    """A ``chat.completion`` carrying the merged file; ``stats`` is fastapply's own."""
-    return {"id": request_id, "object": "chat.completion", "created": created,
-            "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": merged},
-                         "logprobs": None, "finish_reason": "stop"}],
-            "usage": usage(stats), "stats": stats.to_dict()}
-
-
-def chat_chunk(request_id: str, created: int, model: str, delta: dict[str, Any] | None,
-               finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A ``chat.completion.chunk``; ``delta=None`` gives the choice-less usage chunk."""
-    choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None,
-                                         "finish_reason": finish_reason}]
-    return {"id": request_id, "object": "chat.completion.chunk", "created": created,
-            "model": model, "choices": choices, **extra}
-
-
-def text_completion(request_id: str, created: int, model: str, text: str,
-                    stats: Stats) -> dict[str, Any]:
-    """A ``text_completion`` (``/v1/completions``) carrying the answer."""
-    return {"id": request_id, "object": "text_completion", "created": created,
-            "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}],
-            "usage": usage(stats), "stats": stats.to_dict()}
-
-
-def text_chunk(request_id: str, created: int, model: str, text: str | None,
-               finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A streamed ``text_completion``; ``text=None`` gives the choice-less usage chunk."""
-    choices = [] if text is None else [{"index": 0, "text": text, "logprobs": None,
-                                        "finish_reason": finish_reason}]
-    return {"id": request_id, "object": "text_completion", "created": created,
-            "model": model, "choices": choices, **extra}
-
-
-def relace_usage(stats: Stats) -> dict[str, int]:
-    return {"prompt_tokens": stats.prompt_tokens,
-            "completion_tokens": stats.completion_tokens,
-            "total_tokens": stats.prompt_tokens + stats.completion_tokens}
-
-
-def models_list(created: int) -> dict[str, Any]:
-    return {"object": "list", "data": [model_card(name, created) for name in MODEL_IDS]}
-
-
-def model_card(name: str, created: int) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": created, "owned_by": "fastapply"}
-
-
-def dumps(data: Any) -> bytes:
-    """Compact UTF-8 JSON."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def sse(data: Any) -> bytes:
-    """One server-sent event; a string is sent as is (``[DONE]``), anything else as JSON.
-
-    >>> sse("[DONE]")
-    b'data: [DONE]\\n\\n'
-    """
-    return b"data: " + (data.encode() if isinstance(data, str) else dumps(data)) + b"\n\n"
-
-
-# -- upstream errors ----------------------------------------------------------------------
-
-#: Prefixes of errors the server reports for its own faults (model.py's wording, Triton's).
-_SERVER_FAULTS = ("internal error", "request for unknown model", "model is not ready")
-
-
-def upstream_error(message: str, reported: bool) -> ApiError:
-    """Map a failed gRPC request to an HTTP error.
-
-    ``reported``: the server answered the request with this error (Triton's INVALID_ARG
-    for bad input, whose message says what to fix: 400), as opposed to a transport
-    failure (server unreachable or stream broken: 502; no answer in time: 504).
-
-    >>> upstream_error("edit_snippet is empty; send the edit", True).status
-    400
-    >>> upstream_error("internal error: RuntimeError: boom", True).status
-    500
-    >>> upstream_error("the server is shutting down and takes no new requests; ...", True).status
-    503
-    >>> upstream_error("no answer from 127.0.0.1:8001 within 300 s", False).status
-    504
-    """
-    if reported:
-        lowered = message.lower()
-        if lowered.startswith("request cancelled"):
-            return ApiError(499, message, code="cancelled")
-        if lowered.startswith("the server is shutting down"):  # model.py's UNAVAILABLE
-            return ApiError(503, message, code="server_shutting_down")
-        if any(lowered.startswith(p) for p in _SERVER_FAULTS):
-            return ApiError(500, message, code="server_error")
-        return ApiError(400, message, code="invalid_request")
-    if message.startswith("no answer from"):
-        return ApiError(504, message, code="upstream_timeout")
-    return ApiError(502, message, code="upstream_unavailable")

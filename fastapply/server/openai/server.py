@@ -42,23 +42,23 @@ from typing import Any
 from fastapply.metrics import Stats
 from fastapply.server.http.guard import DEFAULT_MAX_BODY_BYTES
 from fastapply.server.openai.api import (
-    ApiError,
     MergeRequest,
-    chat_chunk,
-    chat_completion,
-    check_complete,
-    dumps,
-    model_card,
-    models_list,
     parse_chat,
     parse_completion,
     parse_json,
     parse_relace,
+)
+from fastapply.server.openai.errors import ApiError, check_complete, upstream_error
+from fastapply.server.openai.responses import (
+    chat_chunk,
+    chat_completion,
+    dumps,
+    model_card,
+    models_list,
     relace_usage,
     sse,
     text_chunk,
     text_completion,
-    upstream_error,
     usage,
 )
 
