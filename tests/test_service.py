@@ -86,10 +86,11 @@ def test_config_errors_say_what_to_do():
     # a TensorRT-LLM runtime reports no token probabilities: every answer would count as
     # sure, so a policy that decides by them is refused where it is set
     for runtime in ("trtllm-engine", "trtllm-pytorch"):
-        with pytest.raises(ValueError, match=rf"policy 'confident' decides by the model's "
-                                             rf"token probabilities, which runtime "
-                                             rf"'{runtime}' does not report"):
-            ServiceConfig(runtime=runtime, engine_dir="engine", policy="confident")
+        with pytest.raises(ValueError, match=rf"policy 'certain_or_confident_agree' decides "
+                                             rf"by the model's token probabilities, which "
+                                             rf"runtime '{runtime}' does not report"):
+            ServiceConfig(runtime=runtime, engine_dir="engine",
+                          policy="certain_or_confident_agree")
         # the default, the judge, needs nothing of the runtime
         assert ServiceConfig(runtime=runtime, engine_dir="engine").policy == "judge"
     assert ServiceConfig(runtime="torch", model_dir="m").policy == "judge"
@@ -321,11 +322,14 @@ def _window_task(window_original: str, window_snippet: str, texts: tuple[str, ..
                       window_original, window_snippet, texts)
 
 
-def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
+def test_a_window_equal_to_a_rival_reading_is_refused_token_for_token(
         tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # What the model writes for the window's prompt, greedily and with no drafts, is
-    # made one rival reading's window: the service serves the chosen file with that
-    # window replaced, and speculation (K 64, drafts from every reading) changes nothing.
+    # made one rival reading's window: the model follows that reading to the window's
+    # end (speculation, K 64 with drafts from every reading, changes no token of it), and
+    # the policy, which serves only the merge's chosen reading, refuses the file, as it
+    # refuses the rival written as a whole file, naming the readings. (A policy that
+    # served it, certain_or_agree_any, served 2 wrong files of 6 and was dropped.)
     plain, _, make = tiny_services
     want = plain.apply(*TINY_COMPLETE)  # policy model: the model's own window
     chosen_window = "y = 0\n"
@@ -338,19 +342,16 @@ def test_a_window_equal_to_a_rival_reading_serves_that_reading_token_for_token(
                         lambda original, snippet, *_: _unsure_reading("".join(chosen), rival))
     got = {}
     for k in (0, 64):
-        deltas: list[str] = []
-        got[k] = make(k, policy="certain_or_agree_any", witness="window").apply(
-            "a = 1\n", "b\n", on_delta=deltas.append)
-        assert got[k].merged_code == "".join(deltas) == rival
-        assert got[k].stats.witness == "window-rival" and got[k].stats.windows == 1
+        with pytest.raises(Refused, match="read the snippet differently") as caught:
+            make(k, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
+        assert "rival (the tie's other match)" in str(caught.value)
+        partial = caught.value.partial
+        assert partial is not None and partial.merged_code == rival
+        assert partial.stats.finish_reason == "parted" and partial.stats.windows == 1
+        got[k] = partial
     assert got[0].stats.completion_tokens == got[64].stats.completion_tokens == \
         want.stats.completion_tokens
     assert got[64].stats.forward_passes < got[0].stats.forward_passes
-    # a policy that serves only the merge's chosen reading refuses it, as it refuses the
-    # rival written as a whole file, naming the readings
-    with pytest.raises(Refused, match="read the snippet differently") as caught:
-        make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
-    assert "rival (the tie's other match)" in str(caught.value)
 
 
 def test_windows_of_the_chosen_reading_are_judged_by_the_policys_threshold(
@@ -406,7 +407,7 @@ def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
     # Two windows, and the model's text in each is a rival's: reading 1's in the first,
     # reading 2's in the second. Served window by window, the file would be neither
     # reading (a tied change written at both of its places): refused. Where one reading
-    # owns both texts, that reading is served.
+    # owns both texts, the file is that rival reading's, refused as any rival is.
     plain, _, make = tiny_services
     want = plain.apply(*TINY_COMPLETE).merged_code
     chosen = ["a = 1\n", "y = 0\n", "b = 2\n", "c = 3\n", "y = 0\n", "d = 4\n"]
@@ -427,9 +428,11 @@ def test_windows_that_agree_with_readings_excluding_each_other_are_refused(
         make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
     monkeypatch.setattr("fastapply.service.windows.plan_windows",
                         lambda *a: tasks(frozenset({1, 2})))
-    got = make(64, policy="certain_or_agree_any", witness="window").apply("a = 1\n", "b\n")
-    assert got.merged_code == full.replace("y = 0\n", want)
-    assert got.stats.witness == "window-rival" and got.stats.windows == 2
+    with pytest.raises(Refused, match="read the snippet differently") as caught:
+        make(64, policy="certain_or_agree", witness="window").apply("a = 1\n", "b\n")
+    partial = caught.value.partial
+    assert partial is not None and partial.merged_code == full.replace("y = 0\n", want)
+    assert partial.stats.windows == 2
 
 
 def test_a_certain_merge_of_a_file_past_the_context_is_served(tiny_services: Any) -> None:
@@ -569,7 +572,7 @@ def test_the_witness_budget_is_checked_where_it_is_set() -> None:
 # -- a marker copied into the answer ------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy", ["model", "confident", "certain_or_agree"])
+@pytest.mark.parametrize("policy", ["model", "certain_or_agree"])
 def test_an_answer_holding_a_marker_the_original_lacks_is_never_served(
         tiny_services: Any, monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
     # A model that copies the snippet's marker line where code belongs (what the default
@@ -606,7 +609,7 @@ def test_an_answer_holding_a_marker_the_original_lacks_is_never_served(
         assert service.apply(kept, snippet).merged_code == answer
 
 
-# -- a witness that picks any reading ---------------------------------------------------
+# -- a whole file equal to a rival reading ---------------------------------------------------
 
 
 def _unsure_reading(chosen: str, rival: str) -> Reading:
@@ -618,11 +621,10 @@ def _unsure_reading(chosen: str, rival: str) -> Reading:
     return Reading(chosen, certain=False, error="a tie at line 1", merge=merge)
 
 
-def test_a_whole_file_equal_to_a_rival_reading_is_served_only_under_agree_any(
+def test_a_whole_file_equal_to_a_rival_reading_is_refused_showing_both_readings(
         tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # The tiny model's own greedy file is made the rival reading of an unsure merge whose
-    # chosen reading is another file: certain_or_agree_any serves it (token for token the
-    # model's, with or without drafts); certain_or_agree refuses it, and the refusal shows
+    # chosen reading is another file: certain_or_agree refuses it, and the refusal shows
     # both readings' lines where they differ, the model's closest first.
     plain, _, make = tiny_services
     want = plain.apply(*TINY_COMPLETE)  # policy model: the model's own file
@@ -630,13 +632,6 @@ def test_a_whole_file_equal_to_a_rival_reading_is_served_only_under_agree_any(
     assert want.merged_code != chosen
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
                         lambda original, snippet, *_: _unsure_reading(chosen, want.merged_code))
-    for k in (0, 64):
-        deltas: list[str] = []
-        got = make(k, policy="certain_or_agree_any").apply(*TINY_COMPLETE,
-                                                            on_delta=deltas.append)
-        assert got.merged_code == "".join(deltas) == want.merged_code
-        assert got.stats.witness == "agree-rival"
-        assert got.stats.completion_tokens == want.stats.completion_tokens
     with pytest.raises(Refused) as caught:
         make(64, policy="certain_or_agree").apply(*TINY_COMPLETE)
     message = str(caught.value)
@@ -645,7 +640,7 @@ def test_a_whole_file_equal_to_a_rival_reading_is_served_only_under_agree_any(
     assert message.index("rival (the tie's other match)") < message.index("  chosen:")
 
 
-def test_a_whole_file_equal_to_no_reading_is_refused_under_agree_any(
+def test_a_whole_file_equal_to_no_reading_is_refused_where_it_leaves_them(
         tiny_services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     plain, _, make = tiny_services
     want = plain.apply(*TINY_COMPLETE)
@@ -654,7 +649,7 @@ def test_a_whole_file_equal_to_no_reading_is_refused_under_agree_any(
     monkeypatch.setattr("fastapply.decoding.witness.deterministic_reading",
                         lambda original, snippet, *_: _unsure_reading(*readings))
     with pytest.raises(Refused, match="read the snippet differently") as caught:
-        make(64, policy="certain_or_agree_any").apply(*TINY_COMPLETE)
+        make(64, policy="certain_or_agree").apply(*TINY_COMPLETE)
     assert caught.value.partial is not None
     assert caught.value.partial.stats.finish_reason == "parted"  # stopped once it left both
 

@@ -183,11 +183,6 @@ def serve_one(service: FastApplyService, record: dict[str, Any], field: str) -> 
     row = {**row, "outcome": "exact" if result.merged_code == updated else "wrong",
            "certain": witness.startswith("deterministic") or witness == "judge-certain",
            "witness": witness, "min_token_prob": result.stats.min_token_prob}
-    if witness == "agree-rival":  # which rival: how it differs from the chosen reading
-        from fastapply.merge import apply_snippet
-
-        candidates = apply_snippet(original, snippet or "").with_readings().candidates
-        row["rival"] = next((c.how for c in candidates if c.text == result.merged_code), "")
     return row
 
 

@@ -217,7 +217,7 @@ class FastApplyService:
         text_stream = TextStream(tok, skip_ids=self.stop_ids)
         extractor = prompts.StreamExtractor(self.format)
         #: Follows the model's file where only the deterministic text can be served.
-        watch: witness.Agreement | witness.AnyAgreement | None = None
+        watch: witness.Agreement | None = None
         passes, tokens = 0, 0
         budget = self.config.witness_budget_s
         deadline = started + budget if budget else None
@@ -278,12 +278,7 @@ class FastApplyService:
                 request = replace(request, max_new_tokens=min(
                     request.max_new_tokens, len(request.prompt_ids) + UNASKED_MARGIN_TOKENS))
             if plan.model == witness.UNTIL_PARTING:
-                if self.policy == "certain_or_agree_any":  # any reading it writes
-                    reading = witness.readings_of(reading)
-                    watch = witness.AnyAgreement([reading.text or "",
-                                                  *witness.rival_texts(reading)])
-                else:
-                    watch = witness.Agreement(reading.text or "")
+                watch = witness.Agreement(reading.text or "")
                 need = late_prefill_s(runtime, request.prompt_ids, self.seen_ms_per_token,
                                       deadline)
                 if need is not None:  # the budget would run out before the first token
@@ -335,23 +330,22 @@ class FastApplyService:
     def _windows_served(self, det: Reading, windowed: ApplyResult) -> ApplyResult:
         """What the policy serves of the file the model's windows make, judged as it judges
         the model's whole file (:meth:`_witness`): the chosen reading's under the threshold
-        of a confidence policy is refused, a rival reading's is served only under
-        ``certain_or_agree_any`` (rival windows served 2 wrong files of 6 on agent-train
-        with the shipped model, docs/benchmarks.md)."""
+        of a confidence policy is refused, a rival reading's is refused (rival windows
+        served 2 wrong files of 6 on agent-train with the shipped model under the dropped
+        ``certain_or_agree_any``, docs/benchmarks.md)."""
         try:
             served = self._witness(det, windowed, streamed=False)
         except Refused as exc:  # the windows' file is what the model wrote: kept, parted
             windowed.stats.finish_reason = "parted"
             raise Refused(str(exc), windowed) from None
-        served.stats.witness = "window-rival" if served.stats.witness == "agree-rival" \
-            else "window"
+        served.stats.witness = "window"
         return served
 
     def _witness(self, det: Reading, result: ApplyResult, streamed: bool) -> ApplyResult:
         """Serve what the policy decides between the model's output and the
         deterministic merge; refuse (naming where they part) otherwise. A streamed
         answer is never replaced: its deltas were the model's text."""
-        from fastapply.decoding.witness import decide
+        from fastapply.decoding.witness import agreed, decide
 
         if self.policy == "model" or (streamed and not result.stats.complete):
             result.stats.witness = "model"
@@ -361,8 +355,7 @@ class FastApplyService:
         decision = decide(self.policy, model_text,
                           result.stats.min_token_prob, det, exact, self.config.threshold)
         if decision.serve and streamed and decision.text != result.merged_code:
-            decision = decide("agree", result.merged_code, result.stats.min_token_prob,
-                              det, exact)
+            decision = agreed(result.merged_code, det)
         if not decision.serve:
             if not result.stats.complete:
                 return result  # refused by apply() as incomplete, naming the budget

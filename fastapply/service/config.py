@@ -117,7 +117,7 @@ class ServiceConfig:
     #: Seconds a request may spend, from its start, while the model witnesses an unsure
     #: merge (policies that serve only a reading the model agrees with); past it the edit
     #: is refused, naming the unsure place, instead of read to its end. 0: no budget. The
-    #: policies that serve the model's own output (``model``, ``confident``, ...) have none.
+    #: policy that serves the model's own output (``model``) has none.
     witness_budget_s: float = DEFAULT_WITNESS_BUDGET_S
     #: The judge of policy ``judge``: a directory with ``judge.txt`` and ``card.json``
     #: (None: the one the package ships, fastapply/judge/weights).

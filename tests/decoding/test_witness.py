@@ -34,7 +34,7 @@ def test_agreeing_readings_are_served_by_every_policy() -> None:
 def test_a_disagreement_is_refused_with_both_versions_of_the_region() -> None:
     det = Reading(TRUE, certain=True)
     wrong = TRUE.replace("    return a + b\n", "    return a - b\n")
-    d = decide("agree", wrong, 0.99, det, exact_format=False)
+    d = decide("agree_or_exact", wrong, 0.99, det, exact_format=False)
     assert not d.serve
     assert "line 4" in d.message and "return a - b" in d.message
     assert "return a + b" in d.message
@@ -49,9 +49,6 @@ def test_exact_formats_fall_back_to_a_certain_deterministic_merge() -> None:
 
 def test_confidence_policies_follow_the_threshold() -> None:
     unsure = Reading(None, False, "no line of it matches")
-    assert decide("agree_or_confident", TRUE, 0.9, unsure, False, threshold=0.5).serve
-    assert not decide("agree_or_confident", TRUE, 0.4, unsure, False, threshold=0.5).serve
-    assert not decide("confident", TRUE, 0.4, unsure, False, threshold=0.5).serve
     # an unsure merge the model wrote too: served only where the model was sure
     tie = Reading(TRUE, False, "its anchors match equally well at lines 2 and 9")
     assert decide("certain_or_confident_agree", TRUE, 0.9, tie, False, threshold=0.5).serve
@@ -59,7 +56,7 @@ def test_confidence_policies_follow_the_threshold() -> None:
     assert not doubt.serve and "lowest token probability 0.40 < 0.5" in doubt.message
     assert "match equally well at lines 2 and 9" in doubt.message
     assert decide("certain_or_agree", TRUE, 0.4, tie, False, threshold=0.5).serve
-    refused = decide("agree", TRUE, 0.9, unsure, False)
+    refused = decide("certain_or_confident_agree", TRUE, 0.9, unsure, False)
     assert "deterministic merge refused" in refused.message
 
 
@@ -68,7 +65,7 @@ def test_an_unfinished_model_answer_is_never_served() -> None:
     for policy in POLICIES:
         d = decide(policy, None, 1.0, det, exact_format=False)
         assert not d.serve or (d.text == TRUE and d.witness.startswith("deterministic"))
-    for policy in ("model", "agree", "agree_or_exact", "confident"):
+    for policy in ("model", "agree_or_exact"):
         assert not decide(policy, None, 1.0, det, exact_format=False).serve
     # a certain SEARCH/REPLACE merge does not need the model's reading
     assert decide("agree_or_exact", None, 1.0, det, exact_format=True).text == TRUE
@@ -90,15 +87,9 @@ READINGS = {
 PLANS = {
     "model": ("to_end", "to_end", "to_end", "to_end"),
     "deterministic": ("refuse", "refuse", "serve", "serve"),
-    "agree": ("refuse", "until_parting", "until_parting", "until_parting"),
     "agree_or_exact": ("refuse", "until_parting", "until_parting", "serve"),
-    "confident": ("to_end", "to_end", "to_end", "to_end"),
-    "agree_or_confident": ("to_end", "to_end", "until_parting", "until_parting"),
-    "model_unless_certain_disagree": ("to_end", "to_end", "until_parting", "until_parting"),
     "certain_or_agree": ("refuse", "until_parting", "serve", "serve"),
-    "certain_or_agree_any": ("refuse", "until_parting", "serve", "serve"),
     "certain_or_confident_agree": ("refuse", "until_parting", "serve", "serve"),
-    "certain_unless_confident_disagree": ("refuse", "until_parting", "to_end", "to_end"),
 }
 
 
@@ -153,7 +144,7 @@ def test_agreement_stops_at_the_first_character_no_later_text_can_undo() -> None
            "(nothing)" in longer.refusal().message
 
 
-def test_agree_any_serves_a_rival_reading_the_model_wrote_and_nothing_else() -> None:
+def test_a_rival_reading_the_model_wrote_is_refused_showing_the_readings() -> None:
     from fastapply.decoding.witness import readings_there
 
     original = "a\nb\nc\nb\nd\n"
@@ -162,15 +153,27 @@ def test_agree_any_serves_a_rival_reading_the_model_wrote_and_nothing_else() -> 
     rival = "a\nb\nc\nb\nX\nd\n"
     built = readings_of(det)
     assert rival_texts(built) == [rival]
-    served = decide("certain_or_agree_any", rival, 0.1, built, False)
-    assert (served.serve, served.text, served.witness) == (True, rival, "agree-rival")
-    chosen = decide("certain_or_agree_any", det.text, 0.1, built, False)
+    chosen = decide("certain_or_agree", det.text, 0.1, built, False)
     assert (chosen.serve, chosen.witness) == (True, "agree")
-    other = decide("certain_or_agree_any", "a\nX\n", 1.0, built, False)
+    other = decide("certain_or_agree", "a\nX\n", 1.0, built, False)
     assert not other.serve and "nothing was merged" in other.message
-    # certain_or_agree never serves the rival
-    assert not decide("certain_or_agree", rival, 1.0, built, False).serve
+    # no policy serves the rival (certain_or_agree_any did; it lost, issue 56)
+    for policy in POLICIES:
+        if policy != "model":
+            assert not decide(policy, rival, 1.0, built, False).serve, policy
     # a refusal shows the readings where they differ, the one the model followed first
     shown = readings_there(built, "a\nb\nc\nb\nX")
     assert shown.index("rival (") < shown.index("chosen:")
     assert readings_there(deterministic_reading(original, "# ...\nd\nY\n")) == ""
+
+
+def test_only_the_policies_a_measurement_shows_winning_are_offered() -> None:
+    # docs/model.md, "What gets served", names each with its figure; the six that lost
+    # everywhere (agree, confident, agree_or_confident, model_unless_certain_disagree,
+    # certain_or_agree_any, certain_unless_confident_disagree) went in issue 56
+    from fastapply.decoding.witness import POLICY_CHOICES
+
+    assert POLICY_CHOICES == ("auto", "model", "deterministic", "agree_or_exact",
+                              "certain_or_agree", "certain_or_confident_agree", "judge")
+    with pytest.raises(ValueError, match="unknown policy 'confident'; use one of model, "):
+        decide("confident", TRUE, 1.0, READINGS["unsure"], exact_format=False)

@@ -366,9 +366,10 @@ def test_serve_refuses_bad_numbers_before_it_starts(option: str, value: str,
 @pytest.mark.parametrize(("args", "message"), [
     (("--runtime", "deterministic", "--witness-budget-s", "-1"),
      "witness_budget_s must be a number of seconds >= 0"),
-    (("--runtime", "trtllm-engine", "--engine", ".", "--policy", "confident"),
-     "policy 'confident' decides by the model's token probabilities, which runtime "
-     "'trtllm-engine' does not report"),
+    (("--runtime", "trtllm-engine", "--engine", ".", "--policy",
+      "certain_or_confident_agree"),
+     "policy 'certain_or_confident_agree' decides by the model's token probabilities, "
+     "which runtime 'trtllm-engine' does not report"),
 ])
 def test_serve_refuses_settings_the_service_refuses_with_their_reason(
         args: tuple[str, ...], message: str) -> None:
