@@ -173,7 +173,7 @@ def _units(args: argparse.Namespace, recs: list[dict[str, Any]], styles: list[st
            rng: random.Random) -> Any:
     """(original, updated, style, snippet, record, extra fields of its row) of every
     unit measured; an unsure window's row also names its readings and which is true."""
-    from fastapply.corpus.agent_style import window
+    from fastapply.corpus.crop import window
     from fastapply.model.hard_windows import hard_examples
     from fastapply.model.sft_data import SftConfig, snippet_of
 

@@ -1,7 +1,7 @@
 """Supervised fine-tuning examples from edit records (``fastapply model sft``).
 
 Each record of a corpus (see :mod:`fastapply.corpus`) gives one example: a crop of the
-file around some of its changes (:func:`~fastapply.corpus.agent_style.window`), or the
+file around some of its changes (:func:`~fastapply.corpus.crop.window`), or the
 whole file (up to :attr:`SftConfig.whole_file_lines`, about the longest file whose prompt
 and answer fit the model's 8,192-token context); a snippet of that change in one of
 :data:`STYLES`; and a prompt format (kortix or morph). The answer is the true updated crop
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapply.corpus.agent_style import agent_snippet, window
+from fastapply.corpus.agent_style import agent_snippet
+from fastapply.corpus.crop import window
 from fastapply.corpus.snippets import lazy_parts, search_replace, udiff
 
 #: snippet style -> weight in the mix. ``lazy`` is the corpus generator's textbook style,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fastapply.corpus.agent_style import AGENT_STYLES, agent_snippet, enclosing_block, window
+from fastapply.corpus.agent_style import AGENT_STYLES, agent_snippet, enclosing_block
+from fastapply.corpus.crop import window
 from fastapply.merge import apply_snippet, is_marker
 from fastapply.model.sft_data import examples
 

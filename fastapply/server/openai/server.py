@@ -26,9 +26,6 @@ running Triton: ``python -m fastapply.server.openai.server --grpc-url HOST:8001 
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import concurrent.futures
 import contextlib
 import subprocess
 import sys
@@ -39,7 +36,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from fastapply.metrics import Stats
 from fastapply.server.http.guard import DEFAULT_MAX_BODY_BYTES
 from fastapply.server.openai.api import (
     MergeRequest,
@@ -48,219 +44,20 @@ from fastapply.server.openai.api import (
     parse_json,
     parse_relace,
 )
-from fastapply.server.openai.errors import ApiError, check_complete, upstream_error
+from fastapply.server.openai.errors import ApiError, check_complete
 from fastapply.server.openai.responses import (
-    chat_chunk,
     chat_completion,
     dumps,
     model_card,
     models_list,
     relace_usage,
-    sse,
-    text_chunk,
     text_completion,
-    usage,
 )
+from fastapply.server.openai.streaming import ChatEvents, RelaceEvents, TextEvents
+from fastapply.server.openai.upstream import DEFAULT_CONCURRENCY, Upstream
 
-#: Requests in flight to Triton at once (each holds a gRPC client and a thread).
-DEFAULT_CONCURRENCY = 32
 #: Largest request body, in bytes (413 above it): the HTTP guard's limit.
 MAX_BODY_BYTES = DEFAULT_MAX_BODY_BYTES
-
-
-class ChatEvents:
-    """Server-sent events of a streamed chat completion (OpenAI's chunk shape). A request
-    whose prompt asks for <updated-code> tags gets them as a delta of their own before the
-    file and after it; each delta carries the escaping the request came in."""
-
-    def __init__(self, req: MergeRequest) -> None:
-        self.req = req
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-
-    def _chunk(self, delta: dict[str, Any] | None, finish: str | None = None,
-               **extra: Any) -> bytes:
-        return sse(chat_chunk(self.id, self.created, self.req.model, delta, finish, **extra))
-
-    def start(self) -> bytes:
-        opening = self.req.opening()
-        return self._chunk({"role": "assistant", "content": ""}) + (
-            self._chunk({"content": opening}) if opening else b"")
-
-    def delta(self, text: str) -> bytes:
-        return self._chunk({"content": self.req.text(text)})
-
-    def end(self, stats: Stats) -> bytes:
-        closing = self.req.closing()
-        last = (self._chunk({"content": closing}) if closing else b"") + \
-            self._chunk({}, "stop", stats=stats.to_dict())
-        if self.req.include_usage:
-            last += self._chunk(None, usage=usage(stats))
-        return last + sse("[DONE]")
-
-
-class TextEvents:
-    """Server-sent events of a streamed ``/v1/completions`` (``text_completion`` chunks),
-    wrapped and escaped as :class:`ChatEvents`."""
-
-    def __init__(self, req: MergeRequest) -> None:
-        self.req = req
-        self.id = f"cmpl-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-
-    def _chunk(self, text: str | None, finish: str | None = None, **extra: Any) -> bytes:
-        return sse(text_chunk(self.id, self.created, self.req.model, text, finish, **extra))
-
-    def start(self) -> bytes:
-        opening = self.req.opening()
-        return self._chunk(opening) if opening else b""
-
-    def delta(self, text: str) -> bytes:
-        return self._chunk(self.req.text(text))
-
-    def end(self, stats: Stats) -> bytes:
-        last = self._chunk(self.req.closing(), "stop", stats=stats.to_dict())
-        if self.req.include_usage:
-            last += self._chunk(None, usage=usage(stats))
-        return last + sse("[DONE]")
-
-
-class RelaceEvents:
-    """Server-sent events of a streamed ``/v1/code/apply``: ``{"chunk": TEXT}`` per delta,
-    then ``{"usage": ..., "stats": ...}`` and ``[DONE]`` (Relace does not publish its
-    streaming format; this one mirrors the JSON answer)."""
-
-    def __init__(self, req: MergeRequest) -> None:
-        self.req = req
-
-    def start(self) -> bytes:
-        return b""
-
-    def delta(self, text: str) -> bytes:
-        return sse({"chunk": text})
-
-    def end(self, stats: Stats) -> bytes:
-        return sse({"usage": relace_usage(stats), "stats": stats.to_dict()}) + sse("[DONE]")
-
-
-class Upstream:
-    """gRPC clients of one Triton server and the threads their blocking calls run on."""
-
-    def __init__(self, grpc_url: str, concurrency: int = DEFAULT_CONCURRENCY,
-                 timeout_s: float = 300.0) -> None:
-        self.grpc_url = grpc_url
-        self.timeout_s = timeout_s
-        # One thread per request in flight, plus one for clean-ups after cancellations.
-        self.pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=concurrency + 1, thread_name_prefix="fastapply-openai")
-        self.idle: collections.deque[Any] = collections.deque()  # FastApplyClients
-        self.slots = asyncio.Semaphore(concurrency)
-
-    def _connect(self) -> Any:
-        from fastapply.client import FastApplyClient
-
-        return FastApplyClient(self.grpc_url, timeout_s=self.timeout_s)
-
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.wrap_future(self.pool.submit(fn, *args))
-
-    async def _acquire(self) -> Any:
-        from fastapply.client import FastApplyError
-
-        await self.slots.acquire()
-        try:
-            return self.idle.pop() if self.idle else await self._call(self._connect)
-        except FastApplyError as exc:
-            self.slots.release()
-            raise upstream_error(str(exc), exc.reported) from None
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def _give_back(self, client: Any, pending: concurrent.futures.Future[Any] | None,
-                   stream: Any = None) -> None:
-        """Return ``client`` to the idle list once its call ``pending`` has ended (called
-        on the event loop, from the request's clean-up)."""
-        def finish() -> None:
-            if pending is not None:
-                concurrent.futures.wait([pending])
-            if stream is not None:
-                stream.close()
-            self.idle.append(client)
-
-        if pending is None or pending.done():
-            finish()
-            self.slots.release()
-        else:  # cancelled mid-call: the call fails soon (client.cancel()); wait off the loop
-            loop = asyncio.get_running_loop()
-            self.pool.submit(finish).add_done_callback(
-                lambda _: loop.call_soon_threadsafe(self.slots.release))
-
-    async def apply(self, req: MergeRequest, receive: Callable[[], Any]) -> Any:
-        """The whole merge (an ApplyResult), or None if the HTTP client went away first."""
-        from fastapply.client import FastApplyError
-
-        client = await self._acquire()
-        pending = self.pool.submit(client.apply, req.initial_code, req.edit_snippet,
-                                   req.instruction, req.max_tokens)
-        waiter = asyncio.wrap_future(pending)
-        gone = asyncio.ensure_future(_disconnected(receive))
-        try:
-            await asyncio.wait((waiter, gone), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-            if not waiter.done():  # the client left, or this task was cancelled
-                client.cancel()
-                waiter.cancel()
-            self._give_back(client, pending)
-        if waiter.cancelled():
-            return None
-        try:
-            return waiter.result()
-        except FastApplyError as exc:
-            raise upstream_error(str(exc), exc.reported) from None
-
-    async def stream(self, req: MergeRequest, events: Any) -> AsyncIterator[bytes]:
-        """The events of a streamed merge. The first item comes once the first delta is
-        in (await it before answering: bad input still raises ApiError, so it becomes an
-        HTTP error); from then on a failure is an error event."""
-        from fastapply.client import FastApplyError
-
-        client = await self._acquire()
-        stream = client.stream(req.initial_code, req.edit_snippet, req.instruction,
-                               req.max_tokens)
-        chunks = iter(stream)
-        pending = self.pool.submit(next, chunks, None)
-        ended = False
-        try:
-            try:
-                text = await asyncio.wrap_future(pending)
-            except FastApplyError as exc:  # before any output: the caller answers an error
-                ended = True
-                raise upstream_error(str(exc), exc.reported) from None
-            yield events.start() + (events.delta(text) if text is not None else b"")
-            try:
-                while text is not None:
-                    pending = self.pool.submit(next, chunks, None)
-                    text = await asyncio.wrap_future(pending)
-                    if text is not None:
-                        yield events.delta(text)
-                ended = True
-                yield events.end(check_complete(stream.stats))
-            except FastApplyError as exc:
-                ended = True
-                yield sse(upstream_error(str(exc), exc.reported).body())
-            except ApiError as exc:  # cut off by the token budget
-                yield sse(exc.body())
-        finally:
-            if not ended:  # the HTTP client went away: stop the upstream request
-                client.cancel()
-            self._give_back(client, pending, stream)
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        while self.idle:
-            self.idle.pop().close()
 
 
 async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -284,12 +81,6 @@ async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
             raise too_large
         parts.append(part)
     return b"".join(parts)
-
-
-async def _disconnected(receive: Callable[[], Any]) -> None:
-    """Returns once the HTTP client has gone (the request body was already read)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 def build_app(upstream: Upstream) -> Any:
