@@ -115,3 +115,18 @@ def test_every_adapter_in_the_package_is_one_a_build_profile_ships() -> None:
              for line in p.read_text().splitlines() if line.startswith("adapter_dir: shipped:")}
     folders = {p.name for p in SHIPPED_ADAPTERS_DIR.iterdir() if p.is_dir()}
     assert folders and folders <= named, f"adapters no profile ships: {folders - named}"
+
+
+#: Longest source file the house keeps to, and longest package __init__ (issue 56).
+MOST_LINES, MOST_INIT_LINES = 450, 120
+
+
+def test_every_source_file_is_short_enough_to_read() -> None:
+    """A file over MOST_LINES is split along what its code does (issue 56); a package's
+    __init__ says what is where, and holds little code."""
+    long = {str(path.relative_to(REPO)): n for _, path in _modules()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MOST_LINES}
+    assert not long, f"over {MOST_LINES} lines: {long}"
+    inits = {str(path.relative_to(REPO)): n for _, path in _modules() if path.name == "__init__.py"
+             and (n := len(path.read_text(encoding="utf-8").splitlines())) > MOST_INIT_LINES}
+    assert not inits, f"package __init__ over {MOST_INIT_LINES} lines: {inits}"
