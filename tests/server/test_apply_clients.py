@@ -185,7 +185,10 @@ def test_a_broken_anchor_table_is_a_400_naming_the_protocol(front: OpenAIFront) 
 def test_an_mcp_kortix_client_gets_every_file_the_default_serves(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The MCP client gets, for every edit of the examples in each format, exactly the file
-    the default server serves over gRPC, and an error where it refuses."""
+    the default server serves over gRPC, and an error where it refuses. Where either call
+    is refused because the model's witness ran out of its time budget (the default
+    server's 8 s: a timing, not the snippet, decided it; on a loaded CI machine one call
+    may finish in time and the next not), that edit is not compared."""
     import argparse
 
     import openai
@@ -203,23 +206,29 @@ def test_an_mcp_kortix_client_gets_every_file_the_default_serves(
     try:
         client = openai.OpenAI(base_url=f"{front.url}/v1", api_key="any", max_retries=0,
                                timeout=120)
-        served = refused = 0
+        served = refused = timed = 0
         with FastApplyClient(server.grpc_url) as direct:
             for edit in examples():
                 for fmt in FORMATS:
                     try:
                         want: str | None = direct.apply(edit["original"], edit[fmt]).merged_code
-                    except FastApplyError:
+                    except FastApplyError as exc:
+                        if "witness budget" in str(exc):
+                            timed += 1
+                            continue
                         want = None
-                    if want is None:
-                        refused += 1
-                        with pytest.raises(openai.BadRequestError):
-                            kortix_apply(client, edit["original"], edit[fmt])
-                        continue
-                    served += 1
-                    assert kortix_apply(client, edit["original"], edit[fmt]) == \
-                        want.strip(), (edit["id"], fmt)
-        assert served >= 30, (served, refused)
+                    try:
+                        got: str | None = kortix_apply(client, edit["original"], edit[fmt])
+                    except openai.BadRequestError as exc:
+                        if "witness budget" in str(exc):
+                            timed += 1
+                            continue
+                        got = None
+                    assert got == (want.strip() if want is not None else None), \
+                        (edit["id"], fmt)
+                    served += want is not None
+                    refused += want is None
+        assert served >= 30, (served, refused, timed)
     finally:
         front.stop()
         server.stop()
