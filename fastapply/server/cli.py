@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fastapply.server.auth import API_KEYS_ENV, GRPC_KEY_HEADER, ApiKeyError, api_keys
 from fastapply.server.triton import (
     ADMIN_APIS,
     ADMIN_HEADER,
@@ -121,12 +122,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--openai-port", type=lambda t: 0 if t.strip() == "0" else _port(t), default=0,
                    help="also serve OpenAI/Morph/Relace-compatible HTTP on this port "
                         "(fastapply.server.openai.server; 0: off)")
+    p.add_argument("--api-key", action="append", metavar="KEY",
+                   help="a key clients must send to get an edit, on every port that serves "
+                        "one (repeat it to keep two live while rotating; default: "
+                        "$FASTAPPLY_API_KEYS, comma-separated, which keeps keys out of ps); "
+                        "without any, inference is open to whoever reaches the ports")
     p.add_argument("--grace-period-s", type=_grace_period_s, default=DEFAULT_GRACE_PERIOD_S,
                    help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
                         "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
                         f"--exit-timeout-secs is this + {SHUTDOWN_MARGIN_S:.0f}, so give the "
                         f"pod a terminationGracePeriodSeconds above this + "
                         f"{SHUTDOWN_MARGIN_S + KILL_AFTER_S:.0f}")
+
+
+def _keys_line(keys: tuple[str, ...], guard: bool) -> str:
+    """What the start-up message says of the API keys (how many, never which)."""
+    if not keys:
+        return (f"none: inference is open to whoever reaches these ports (set "
+                f"{API_KEYS_ENV} or --api-key to close it)")
+    where = "the OpenAI front and the HTTP port take any of them ('Authorization: Bearer "\
+        "KEY')" if guard else "the OpenAI front takes any of them ('Authorization: Bearer KEY')"
+    return (f"{len(keys)} key(s) close inference on every port: {where}, Triton's gRPC the "
+            f"first (metadata {GRPC_KEY_HEADER}); health stays open")
 
 
 def render_for(args: argparse.Namespace, out_dir: Path) -> Path:
@@ -179,10 +196,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
         admin_key = os.environ.get(ADMIN_KEY_ENV) or None
         try:
+            keys = api_keys(getattr(args, "api_key", None), os.environ.get(API_KEYS_ENV))
+        except ApiKeyError as exc:
+            print(f"fastapply serve: {exc}", file=sys.stderr)
+            return 2
+        try:
             server = TritonServer(repo, host=args.host, grpc_port=args.grpc_port,
                                   http_port=args.http_port, metrics_port=args.metrics_port,
                                   admin_key=admin_key, grace_period_s=args.grace_period_s,
-                                  http_guard=args.http_guard == "on")
+                                  http_guard=args.http_guard == "on", api_keys=keys)
         except ServerError as exc:
             print(f"fastapply serve: {exc}", file=sys.stderr)
             return 2
@@ -209,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, "openai_port", 0):
                 from fastapply.server.openai.server import OpenAIFront
 
-                front = OpenAIFront(server.grpc_url, host=args.host, port=args.openai_port)
+                front = OpenAIFront(server.grpc_url, host=args.host, port=args.openai_port,
+                                    api_keys=keys)
                 front.start()
         except ServerError as exc:
             server.stop()
@@ -224,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
               + (f"  OpenAI   {front.url}/v1\n" if front else "") +
               f"  log      {server.log_path}\n"
               f"  admin    {', '.join(ADMIN_APIS)}: {admin}\n"
+              f"  keys     {_keys_line(keys, args.http_guard == 'on')}\n"
               + (f"  guard    HTTP generate requests checked (log {server.guard_log_path}); "
                  f"tritonserver's own HTTP on {server.triton_http_url}\n"
                  if server.http_guard else "") +

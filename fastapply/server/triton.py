@@ -15,7 +15,9 @@ Triton's administrative APIs (ADMIN_APIS: logging, model configuration, loading 
 statistics, ...) are restricted on HTTP and gRPC: a request must carry the header
 ADMIN_HEADER (gRPC: ``triton-grpc-protocol-`` + ADMIN_HEADER) with the operator's key,
 ``$FASTAPPLY_ADMIN_KEY`` for ``fastapply serve``; without one, a random key nobody knows
-closes them. Health, metadata and inference stay open.
+closes them. Health and metadata stay open; inference too, unless API keys are set
+(``api_keys``, :mod:`fastapply.server.auth`): then Triton's inference on HTTP and gRPC is
+restricted the same way, to header ``fastapply-api-key`` with the first key.
 
 The HTTP port is served by :mod:`fastapply.server.http.guard` (``http_guard=True``, the
 default): it answers client errors in generate requests with 400 and a message where
@@ -43,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from fastapply.server.auth import API_KEY_HEADER
 from fastapply.server.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
 from fastapply.server.processes import free_port, spawn_server
 
@@ -163,13 +166,16 @@ class TritonServer:
                  metrics_port: int | None = None, log_path: str | Path | None = None,
                  startup_timeout_s: float = 120.0, admin_key: str | None = None,
                  grace_period_s: float = DEFAULT_GRACE_PERIOD_S,
-                 http_guard: bool = True) -> None:
+                 http_guard: bool = True, api_keys: tuple[str, ...] = ()) -> None:
         if admin_key is not None and not _ADMIN_KEY_RE.fullmatch(admin_key):
             raise ServerError(f"the admin key must be at least 16 characters of A-Z a-z 0-9 "
                               f". _ ~ - (set {ADMIN_KEY_ENV}); e.g. python3 -c 'import "
                               f"secrets; print(secrets.token_urlsafe(32))'")
         #: Key of the admin APIs (header ADMIN_HEADER); random when none was given.
         self.admin_key = admin_key or secrets.token_urlsafe(32)
+        #: The API keys inference needs (fastapply.server.auth; none: inference is open).
+        #: Triton's own ports take the first, the HTTP guard every one.
+        self.api_keys = tuple(api_keys)
         self.model_repository = Path(model_repository)
         self.host = host
         self.grpc_port = grpc_port or free_port()
@@ -252,12 +258,15 @@ class TritonServer:
                "--strict-readiness=true", "--exit-on-error=true", "--log-verbose=0",
                f"--exit-timeout-secs={self.exit_timeout_s}",
                *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
-                 for option in ("--http-restricted-api", "--grpc-restricted-protocol"))]
+                 for option in ("--http-restricted-api", "--grpc-restricted-protocol")),
+               *(f"{option}=inference:{API_KEY_HEADER}={self.api_keys[0]}"
+                 for option in ("--http-restricted-api", "--grpc-restricted-protocol")
+                 if self.api_keys)]
         if self.http_guard:
             from fastapply.server.http import guard as http_guard
 
             self.guard = http_guard.spawn(f"127.0.0.1:{self.triton_http_port}", self.host,
-                                          self.http_port, self.guard_log_path)
+                                          self.http_port, self.guard_log_path, self.api_keys)
         self.process = spawn_server(cmd, self.log_path, env)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:

@@ -40,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=os.environ.get("FASTAPPLY_URL", DEFAULT_URL),
                    help="the server's gRPC address HOST:PORT (default: $FASTAPPLY_URL or "
                         f"{DEFAULT_URL})")
+    p.add_argument("--api-key", help="the server's API key (default: $FASTAPPLY_API_KEY; "
+                                      "prefer the variable: an option shows in ps)")
     p.add_argument("--instruction", help="what the edit is for (used by morph prompts)")
     p.add_argument("--max-tokens", type=int,
                    help="output token budget; a file not finished within it is an error, "
@@ -151,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     to_stdout = args.output is None and not args.in_place
     printed = False  # text streamed to standard output already
     try:
-        with FastApplyClient(args.url, timeout_s=args.timeout_s) as client:
+        with FastApplyClient(args.url, timeout_s=args.timeout_s, api_key=args.api_key) as client:
             if args.stream:
                 stream = client.stream(original, snippet, args.instruction, args.max_tokens)
                 for delta in stream:

@@ -41,6 +41,15 @@ from fastapply.service import ApplyResult  # the same result type in and out of 
 __all__ = ["ApplyResult", "FastApplyClient", "FastApplyError", "Stream"]
 
 MODEL_NAME = "fast_apply"
+#: Environment variable a client reads its API key from (``fastapply serve --api-key``).
+API_KEY_ENV = "FASTAPPLY_API_KEY"
+#: The header that carries the API key on Triton's HTTP port; on gRPC Triton expects it
+#: behind its restricted-protocol prefix (GRPC_KEY_HEADER).
+API_KEY_HEADER = "fastapply-api-key"
+GRPC_KEY_HEADER = "triton-grpc-protocol-" + API_KEY_HEADER
+#: What a refusal for a missing or unknown key says (never the key itself).
+NO_KEY = (f"the server needs an API key it knows: set ${API_KEY_ENV} (or pass api_key=, "
+          f"fastapply apply --api-key) to one of the keys it was started with")
 
 #: Triton accepts and returns messages up to 2 GiB (tritonclient's own setting); gRPC's
 #: 4 MiB default would refuse a merged file near the server's input limit.
@@ -205,11 +214,17 @@ class FastApplyClient:
     """Client of one fastapply server at ``url`` (``HOST:PORT`` of Triton's gRPC port)."""
 
     def __init__(self, url: str, timeout_s: float = 300.0, model_name: str = MODEL_NAME,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, api_key: str | None = None) -> None:
+        import os
+
         import grpc
         from tritonclient.grpc import service_pb2, service_pb2_grpc
 
         self.url = url
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+        #: gRPC metadata of every inference call: the API key, where one is set.
+        self._metadata: tuple[tuple[str, str], ...] = \
+            ((GRPC_KEY_HEADER, key.strip()),) if key.strip() else ()
         self.timeout_s = timeout_s
         self.model_name = model_name
         self._grpc = grpc
@@ -241,7 +256,8 @@ class FastApplyClient:
             # patching (the load test) it must be gevent's cooperative queue.
             self._requests = queue.SimpleQueue()
             # gRPC feeds the requests from a thread of its own; None ends the stream.
-            self._call = self._stub.ModelStreamInfer(iter(self._requests.get, None))
+            self._call = self._stub.ModelStreamInfer(iter(self._requests.get, None),
+                                                     metadata=self._metadata)
         return self._call
 
     def _reset_stream(self) -> None:
@@ -357,8 +373,12 @@ class FastApplyClient:
             if self._watchdog.disarm():
                 raise FastApplyTimeout(f"no answer from {self.url} within {self.timeout_s:g} s"
                                        ) from None
-            raise FastApplyError(f"stream to {self.url} failed: "
-                                 f"{exc.details() or exc.code()}") from None
+            details = exc.details() or str(exc.code())
+            if "restricted" in details and API_KEY_HEADER in details:
+                # Triton's restricted protocol: no key, or not the server's
+                raise FastApplyError(f"{self.url} refused the request: {NO_KEY}",
+                                     reported=True) from None
+            raise FastApplyError(f"stream to {self.url} failed: {details}") from None
         except StopIteration:
             raise FastApplyError(f"the server at {self.url} closed the stream") from None
         finally:

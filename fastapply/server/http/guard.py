@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from fastapply.server.auth import (
+    API_KEY_HEADER,
+    API_KEYS_ENV,
+    REFUSAL,
+    KeyCheck,
+    api_keys,
+    keys_env,
+    presented,
+)
 from fastapply.server.http.checks import BadRequest, check_request, parse_body
 from fastapply.server.http.generate import SHUTTING_DOWN, generate_as_stream
 from fastapply.server.http.upstream import HOP_BY_HOP, Upstream, UpstreamError
@@ -50,6 +60,10 @@ from fastapply.server.http.upstream import HOP_BY_HOP, Upstream, UpstreamError
 #: The paths of Triton's generate extension (POST).
 GENERATE_PATH = re.compile(
     r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[^/]+))?/generate(?:_stream)?")
+#: Triton's inference routes (its restricted API group ``inference``): with API keys set,
+#: a request to one needs a key (fastapply.server.auth).
+INFERENCE_PATH = re.compile(
+    r"/v2/models/[^/]+(?:/versions/[^/]+)?/(?:infer|generate|generate_stream)")
 #: Largest request body accepted, in bytes (413 above it): the model's input limit
 #: (fastapply.service, 4 MiB by default) with room for JSON escapes and binary tensors.
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -97,9 +111,12 @@ class Guard:
     ``upstream`` (tritonserver's HTTP port)."""
 
     def __init__(self, upstream: Upstream,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 keys: KeyCheck | None = None) -> None:
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
+        #: The API keys an inference request must carry one of (none: open).
+        self.keys = keys or KeyCheck(())
         #: metadata path -> ({input name: Triton datatype}, names of its BYTES outputs),
         #: read once per model
         self.models: dict[str, tuple[dict[str, str], list[str]]] = {}
@@ -118,6 +135,17 @@ class Guard:
                                           f"tritonserver takes header names and values of "
                                           f"up to {MAX_HEADER_BYTES} bytes: send a shorter one")
                 return
+        if self.keys and INFERENCE_PATH.fullmatch(scope["path"]):
+            headers = {n.decode("latin-1").lower(): v.decode("latin-1")
+                       for n, v in scope["headers"]}
+            if not self.keys.accepts(presented(headers)):
+                await _respond(send, 401, REFUSAL)
+                return
+            # Triton's own port takes the first key (its restricted API holds one value)
+            relayed = [(n, v) for n, v in scope["headers"]
+                       if n.lower() not in (b"authorization", API_KEY_HEADER.encode())]
+            scope = {**scope, "headers": [*relayed, (API_KEY_HEADER.encode(),
+                                                     (self.keys.first or "").encode())]}
         try:
             body = await self._read_body(scope, receive)
         except _ClientLeft:
@@ -256,13 +284,16 @@ async def _on_disconnect(receive: Receive, then: Callable[[], None]) -> None:
 # -- running it -------------------------------------------------------------------------
 
 
-def spawn(upstream: str, host: str, port: int, log_path: Path | None) -> Any:
+def spawn(upstream: str, host: str, port: int, log_path: Path | None,
+          keys: tuple[str, ...] = ()) -> Any:
     """``python -m fastapply.server.http.guard`` as a child process we own (started and
-    stopped by :class:`fastapply.server.triton.TritonServer`)."""
+    stopped by :class:`fastapply.server.triton.TritonServer`); the API keys go to it in
+    its environment, never on its command line."""
     from fastapply.server.processes import spawn_server
 
     return spawn_server([sys.executable, "-m", "fastapply.server.http.guard",
-                         "--upstream", upstream, "--host", host, "--port", str(port)], log_path)
+                         "--upstream", upstream, "--host", host, "--port", str(port)], log_path,
+                        keys_env(keys))
 
 
 def stop(proc: Any, timeout_s: float = 10.0) -> str | None:
@@ -294,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"largest request body, in bytes ({DEFAULT_MAX_BODY_BYTES})")
     args = parser.parse_args(argv)
     host, _, port = args.upstream.rpartition(":")
-    app = Guard(Upstream(host or "127.0.0.1", int(port)), args.max_body_bytes)
+    keys = KeyCheck(api_keys(None, os.environ.get(API_KEYS_ENV)))
+    app = Guard(Upstream(host or "127.0.0.1", int(port)), args.max_body_bytes, keys)
     # Triton's answers carry no server or date header; the guard adds none either.
     with contextlib.suppress(KeyboardInterrupt):
         run_front(app, args.host, args.port, server_header=False, date_header=False)

@@ -27,6 +27,7 @@ running Triton: ``python -m fastapply.server.openai.server --grpc-url HOST:8001 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -36,6 +37,15 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from fastapply.server.auth import (
+    API_KEYS_ENV,
+    REFUSAL,
+    ApiKeyError,
+    KeyCheck,
+    api_keys,
+    keys_env,
+    presented,
+)
 from fastapply.server.http.guard import DEFAULT_MAX_BODY_BYTES
 from fastapply.server.openai.api import (
     MergeRequest,
@@ -83,8 +93,9 @@ async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
     return b"".join(parts)
 
 
-def build_app(upstream: Upstream) -> Any:
-    """The Starlette application serving the routes above through ``upstream``."""
+def build_app(upstream: Upstream, keys: KeyCheck | None = None) -> Any:
+    """The Starlette application serving the routes above through ``upstream``; with
+    ``keys``, every route but ``GET /health`` answers 401 to a request without one."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
@@ -95,11 +106,22 @@ def build_app(upstream: Upstream) -> Any:
         return Response(dumps(data), status_code=status, media_type="application/json")
 
     def error_response(exc: ApiError) -> Response:
-        return json_response(exc.body(), exc.status)
+        response = json_response(exc.body(), exc.status)
+        if exc.status == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    def refused(request: Request) -> Response | None:
+        """401 for a request without a key ``keys`` knows (None: let it through)."""
+        if keys and not keys.accepts(presented(request.headers)):
+            return error_response(ApiError(401, REFUSAL, code="invalid_api_key"))
+        return None
 
     async def merge(request: Request, parse: Callable[[dict[str, Any]], MergeRequest],
                     events: Callable[[MergeRequest], Any],
                     answer: Callable[[MergeRequest, Any], Any]) -> Response:
+        if (no := refused(request)) is not None:
+            return no
         try:
             req = parse(parse_json(await read_body(request)))
             if req.stream:
@@ -137,10 +159,14 @@ def build_app(upstream: Upstream) -> Any:
         return await merge(request, parse_relace, RelaceEvents, relace_answer)
 
     async def list_models(request: Request) -> Response:
-        return json_response(models_list(int(time.time())))
+        return refused(request) or json_response(models_list(int(time.time())))
 
     async def get_model(request: Request) -> Response:
-        return json_response(model_card(request.path_params["name"], int(time.time())))
+        return refused(request) or json_response(model_card(request.path_params["name"],
+                                                            int(time.time())))
+
+    async def health(request: Request) -> Response:
+        return json_response({"status": "ok"})
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -163,6 +189,7 @@ def build_app(upstream: Upstream) -> Any:
         Route("/v1/code/apply", code_apply, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{name:path}", get_model, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
     ], exception_handlers={HTTPException: http_error}, lifespan=lifespan)
 
 
@@ -174,7 +201,7 @@ class OpenAIFront:
 
     def __init__(self, grpc_url: str, host: str = "127.0.0.1", port: int | None = None,
                  concurrency: int = DEFAULT_CONCURRENCY, log_path: str | Path | None = None,
-                 startup_timeout_s: float = 30.0) -> None:
+                 startup_timeout_s: float = 30.0, api_keys: tuple[str, ...] = ()) -> None:
         from fastapply.server.processes import free_port
 
         self.grpc_url = grpc_url
@@ -184,6 +211,8 @@ class OpenAIFront:
         self.log_path = Path(log_path) if log_path else None
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
+        #: The keys it takes (in its environment, never on its command line).
+        self.api_keys = tuple(api_keys)
 
     @property
     def url(self) -> str:
@@ -197,7 +226,7 @@ class OpenAIFront:
         cmd = [sys.executable, "-m", "fastapply.server.openai.server", "--grpc-url", self.grpc_url,
                "--host", self.host, "--port", str(self.port),
                "--concurrency", str(self.concurrency)]
-        self.process = spawn_server(cmd, self.log_path)
+        self.process = spawn_server(cmd, self.log_path, keys_env(self.api_keys))
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -211,7 +240,7 @@ class OpenAIFront:
                 raise ServerError(f"the OpenAI front exited with status {status} on start"
                                   f"{tail}")
             with contextlib.suppress(OSError), \
-                    urllib.request.urlopen(f"{self.url}/v1/models", timeout=1) as r:
+                    urllib.request.urlopen(f"{self.url}/health", timeout=1) as r:
                 if r.status == 200:
                     return self
             time.sleep(0.1)
@@ -246,8 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=positive(float), default=300.0,
                         help="longest wait for each answer from Triton, in s (300)")
     args = parser.parse_args(argv)
-    run_front(build_app(Upstream(args.grpc_url, args.concurrency, args.timeout_s)),
-              args.host, args.port)
+    try:
+        keys = KeyCheck(api_keys(None, os.environ.get(API_KEYS_ENV)))
+    except ApiKeyError as exc:
+        parser.error(str(exc))
+    run_front(build_app(Upstream(args.grpc_url, args.concurrency, args.timeout_s, keys.first),
+                        keys), args.host, args.port)
     return 0
 
 

@@ -24,8 +24,10 @@ class Upstream:
     """gRPC clients of one Triton server and the threads their blocking calls run on."""
 
     def __init__(self, grpc_url: str, concurrency: int = DEFAULT_CONCURRENCY,
-                 timeout_s: float = 300.0) -> None:
+                 timeout_s: float = 300.0, api_key: str | None = None) -> None:
         self.grpc_url = grpc_url
+        #: The key Triton's gRPC port takes ("" where it takes none).
+        self.api_key = api_key or ""
         self.timeout_s = timeout_s
         # One thread per request in flight, plus one for clean-ups after cancellations.
         self.pool = concurrent.futures.ThreadPoolExecutor(
@@ -36,7 +38,7 @@ class Upstream:
     def _connect(self) -> Any:
         from fastapply.client import FastApplyClient
 
-        return FastApplyClient(self.grpc_url, timeout_s=self.timeout_s)
+        return FastApplyClient(self.grpc_url, timeout_s=self.timeout_s, api_key=self.api_key)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.wrap_future(self.pool.submit(fn, *args))
