@@ -12,8 +12,15 @@ their operators read, and that every metric they name is defined in fastapply/me
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +106,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                   "extraArgs": ["--dtype", "bfloat16"]},
         "extraEnv": [{"name": "TRTLLM_LOG_LEVEL", "value": "info"}],
         "ports": {"grpc": 9001},
+    },
+    # API keys from a Secret, with the OpenAI front and the client labels of the policy.
+    "auth": {
+        "auth": {"existingSecret": "fastapply-keys"},
+        "ports": {"openai": 8080},
+        "networkPolicy": {"enabled": True},
     },
 }
 
@@ -290,7 +303,7 @@ def test_service_is_cluster_ip_with_grpc_as_http2() -> None:
         "appProtocol"] == "grpc"
 
 
-@pytest.mark.parametrize("scenario", ["defaults", "source-s3", "source-build-hub"])
+@pytest.mark.parametrize("scenario", ["defaults", "source-s3", "source-build-hub", "auth"])
 def test_every_container_runs_non_root_read_only_without_escalation(scenario: str) -> None:
     for obj in render(SCENARIOS[scenario]):
         if obj["kind"] not in ("Deployment", "Job", "Pod"):
@@ -780,6 +793,171 @@ def test_helm_test_follows_runtime_ports_and_network_policy() -> None:
         {"loadtest": {"test": {"enabled": False}}})
 
 
+# -- API keys (auth.existingSecret) ----------------------------------------------------------
+
+SECRET_REF = {"name": "fastapply-keys", "key": "api-keys"}
+
+
+def pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The helm test pods by name."""
+    return {p["metadata"]["name"]: p for p in of_kind(objects, "Pod")}
+
+
+def containers(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every container and initContainer of every pod the chart renders."""
+    found: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] in ("Deployment", "Job", "Pod"):
+            spec = obj["spec"] if obj["kind"] == "Pod" else pod_spec(obj)
+            found += spec["containers"] + spec.get("initContainers", [])
+    return found
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_api_keys_reach_the_server_from_the_secret_as_environment() -> None:
+    env = env_of(server(render(SCENARIOS["auth"])))
+    assert env["FASTAPPLY_API_KEYS"] == {"name": "FASTAPPLY_API_KEYS",
+                                         "valueFrom": {"secretKeyRef": SECRET_REF}}
+    own = env_of(server(render({"auth": {"existingSecret": "keys", "secretKey": "list.csv"}})))
+    assert own["FASTAPPLY_API_KEYS"]["valueFrom"]["secretKeyRef"] == {"name": "keys",
+                                                                      "key": "list.csv"}
+
+
+def test_no_argument_carries_a_key_and_every_key_variable_comes_from_the_secret() -> None:
+    for c in containers(render(SCENARIOS["auth"])):
+        words = c.get("command", []) + c.get("args", [])
+        assert not any("--api-key" in w or "fastapply-keys" in w for w in words), c["name"]
+        for name, var in env_of(c).items():
+            if name.startswith("FASTAPPLY_API_KEY"):
+                assert var == {"name": name, "valueFrom": {"secretKeyRef": SECRET_REF}}, c["name"]
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "cpu-smoke", "everything-on"])
+def test_without_auth_nothing_about_keys_is_rendered(scenario: str) -> None:
+    objects = render(SCENARIOS[scenario])
+    text = json.dumps(objects)
+    assert "FASTAPPLY_API_KEY" not in text and "api-keys" not in text
+    assert f"{FULLNAME}-auth" not in pods(objects)
+    assert "command" not in pods(objects)[f"{FULLNAME}-loadtest"]["spec"]["containers"][0]
+    assert "FASTAPPLY_API_KEY" not in notes(SCENARIOS[scenario])
+
+
+def test_auth_helm_test_pod_checks_each_port_with_the_key_from_the_secret() -> None:
+    pod = pods(render(SCENARIOS["auth"]))[f"{FULLNAME}-auth"]
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["metadata"]["labels"]["fastapply.io/client"] == "true"  # the policy admits it
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] > 0
+    (c,) = spec["containers"]
+    assert c["image"] == "fastapply-loadtest:0.1.0"  # the load test's image, its Python
+    assert c["command"] == ["python3", "-c"]
+    env = env_of(c)
+    assert env["FASTAPPLY_API_KEYS"]["valueFrom"]["secretKeyRef"] == SECRET_REF
+    assert env["HTTP_URL"]["value"] == f"http://{FULLNAME}.{NAMESPACE}.svc:8000"
+    assert env["OPENAI_URL"]["value"] == f"http://{FULLNAME}.{NAMESPACE}.svc:8080"
+    # No OpenAI front: Triton's HTTP port only. Tests off: no test pods at all.
+    without_front = pods(render({"auth": {"existingSecret": "fastapply-keys"}}))
+    assert "OPENAI_URL" not in env_of(without_front[f"{FULLNAME}-auth"]["spec"]["containers"][0])
+    assert not pods(render({"auth": {"existingSecret": "fastapply-keys"},
+                            "loadtest": {"test": {"enabled": False}}}))
+    assert f"logs {FULLNAME}-auth" in notes(SCENARIOS["auth"])
+
+
+def test_load_test_sends_the_first_key_of_the_secret_set_at_run_time(tmp_path: Path) -> None:
+    (c,) = pods(render(SCENARIOS["auth"]))[f"{FULLNAME}-loadtest"]["spec"]["containers"]
+    assert c["args"][0] == "loadtest"  # the arguments are the ones without auth
+    assert env_of(c)["FASTAPPLY_API_KEYS"]["valueFrom"]["secretKeyRef"] == SECRET_REF
+    # Run the wrapper with a stand-in `fastapply` that shows what it was given.
+    fake = tmp_path / "fastapply"
+    fake.write_text('#!/bin/sh\n'
+                    'echo "key=$FASTAPPLY_API_KEY keys=${FASTAPPLY_API_KEYS-unset} $*"\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "FASTAPPLY_API_KEYS": "k-old,k-new"}
+    done = subprocess.run(c["command"] + c["args"][:3], env=env, capture_output=True,
+                          text=True, timeout=10, check=True)
+    assert done.stdout.strip() == (
+        f"key=k-old keys=unset loadtest --url {FULLNAME}.{NAMESPACE}.svc:8001")
+
+
+class _Stub(BaseHTTPRequestHandler):
+    """Triton's HTTP port and the OpenAI front as the server contract has them, with the
+    keys in ``server.keys`` (None: open, as a server that ignores its keys)."""
+
+    def _answer(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._answer(200 if self.path in ("/v2/health/ready", "/health") else 404, {})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        keys = self.server.keys  # type: ignore[attr-defined]
+        bearer = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+        if self.path == "/v1/code/apply":
+            if keys is not None and bearer not in keys:
+                self._answer(401, {"error": {"message": "no key", "type": "invalid_request_error",
+                                             "code": "invalid_api_key"}})
+            else:
+                self._answer(200, {"mergedCode": "a = 1\nb = 3\n"})
+        elif self.path == "/v2/models/fast_apply/generate":
+            key = self.headers.get("fastapply-api-key") or bearer
+            if keys is not None and key not in keys:
+                self._answer(401, {"error": "a fastapply API key is required"})
+            else:
+                self._answer(200, {"merged_code": "a = 1\nb = 3\n", "stats": "{}"})
+        else:
+            self._answer(404, {})
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@contextmanager
+def stub_server(keys: set[str] | None) -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    httpd.keys = keys  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize(("server_keys", "failed"), [
+    ({"k-old", "k-new"}, []),
+    # A server that ignores its keys: every refusal check fails.
+    (None, ["triton http, no key: refused", "triton http, a wrong key: refused",
+            "openai front, no key: refused", "openai front, a wrong key: refused"]),
+    # Pods not rolled after the new key was added: the new key is refused.
+    ({"k-old"}, ["triton http, key 2 of 2: accepted", "openai front, key 2 of 2: accepted"]),
+], ids=["enforced", "open", "not-rolled"])
+def test_auth_helm_test_script_refuses_and_accepts_as_the_contract_says(
+        server_keys: set[str] | None, failed: list[str]) -> None:
+    """The auth pod's script, run here against a stand-in server on loopback."""
+    (c,) = pods(render(SCENARIOS["auth"]))[f"{FULLNAME}-auth"]["spec"]["containers"]
+    with stub_server(server_keys) as url:
+        env = {**os.environ, "FASTAPPLY_API_KEYS": "k-old, k-new", "HTTP_URL": url,
+               "OPENAI_URL": url, "REQUEST_TIMEOUT_S": "5"}
+        done = subprocess.run([sys.executable, "-c", c["args"][0]], env=env,
+                              capture_output=True, text=True, timeout=30)
+    lines = done.stdout.splitlines()
+    assert [m.group(1) for m in map(re.compile(r"FAIL (.+?): \d+ ").match, lines)
+            if m] == failed, done.stdout + done.stderr
+    assert done.returncode == (1 if failed else 0), done.stdout + done.stderr
+    assert sum(line.startswith("ok") for line in lines) == 11 - len(failed)
+    assert "k-old" not in done.stdout and "k-new" not in done.stdout  # keys never printed
+
+
 # -- values.schema.json ------------------------------------------------------------------------
 
 BAD_VALUES = [
@@ -804,6 +982,10 @@ BAD_VALUES = [
     ({"prometheusRule": {"errorRatio": 5}}, "/prometheusRule/errorRatio", "maximum"),
     ({"loadtest": {"test": {"formats": "diff"}}}, "/loadtest/test/formats", "pattern"),
     ({"loadtest": {"test": {"durationSeconds": 0}}}, "/loadtest/test/durationSeconds", "minimum"),
+    ({"auth": {"secretKey": ""}}, "/auth/secretKey", "minLength"),
+    ({"auth": {"existingSecret": 5}}, "/auth/existingSecret", "want string"),
+    ({"auth": {"existingSecret": "Fastapply_Keys"}}, "/auth/existingSecret", "pattern"),
+    ({"auth": {"secret": "fastapply-keys"}}, "secret", "additional"),
 ]
 
 
