@@ -25,6 +25,7 @@ from fastapply.server.triton import (
     DEFAULT_GRACE_PERIOD_S,
     KILL_AFTER_S,
     SHUTDOWN_MARGIN_S,
+    STOP_RESERVE_S,
     GuardError,
     ServerError,
     StartCancelled,
@@ -128,8 +129,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "$FASTAPPLY_API_KEYS, comma-separated, which keeps keys out of ps); "
                         "without any, inference is open to whoever reaches the ports")
     p.add_argument("--grace-period-s", type=_grace_period_s, default=DEFAULT_GRACE_PERIOD_S,
-                   help="on SIGTERM/SIGINT, seconds requests in flight get to finish before "
-                        "they are answered UNAVAILABLE (default %(default)s); tritonserver's "
+                   help="on SIGTERM/SIGINT, seconds within which serve stops: requests in "
+                        f"flight get this less {STOP_RESERVE_S:g} s to finish before they are "
+                        "answered UNAVAILABLE (default %(default)s); tritonserver's "
                         f"--exit-timeout-secs is this + {SHUTDOWN_MARGIN_S:.0f}, so give the "
                         f"pod a terminationGracePeriodSeconds above this + "
                         f"{SHUTDOWN_MARGIN_S + KILL_AFTER_S:.0f}")
@@ -269,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
                     return 1
                 time.sleep(0.2)
             print(f"fastapply serve: stopping: new requests are refused, requests in flight "
-                  f"get {server.grace_period_s:g} s to finish.", flush=True)
+                  f"get {server.drain_s:g} s to finish (the grace period of "
+                  f"{server.grace_period_s:g} s less {STOP_RESERVE_S:g} s to stop).", flush=True)
             problems = server.stop()  # drains first: the OpenAI front relays the answers
         finally:
             if front:

@@ -147,6 +147,11 @@ KILL_AFTER_S = 5.0
 #: Seconds the model's last answers get to reach the clients once it drained, before a
 #: server that idle client streams keep alive is killed.
 SETTLE_S = 1.0
+#: Seconds of the grace period kept for stopping once the drain is over: the last answers'
+#: SETTLE_S, then killing tritonserver and stopping the HTTP guard (measured here: 1.4 s
+#: past a 3 s grace period with no reserve, issue 57). Requests get the grace period less
+#: this, so the whole stop fits in the grace period.
+STOP_RESERVE_S = SETTLE_S + 0.5
 #: Server-log lines that say the server crashed or gave up on requests while stopping.
 _CRASH_MARKS = ("Signal (11)", "Signal (6)", "Segmentation fault", "Aborted",
                 "Exit timeout expired", "byte_buffer->Valid()")
@@ -156,7 +161,8 @@ DEFAULT_GRACE_PERIOD_S = 30.0
 class TritonServer:
     """A tritonserver process on loopback (or ``host``) ports, stopped on exit.
 
-    :meth:`stop` drains: requests in flight get ``grace_period_s`` to finish (new ones
+    :meth:`stop` drains: requests in flight get ``drain_s`` (the grace period less
+    STOP_RESERVE_S, so the stop fits in it) to finish (new ones
     are refused by Triton once it has the SIGTERM), the rest are answered
     ``UNAVAILABLE`` by the model; it returns what was dropped (see fastapply.server.lifecycle).
     """
@@ -192,6 +198,13 @@ class TritonServer:
             tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         self.process: subprocess.Popen[bytes] | None = None
         self._shutdown_dir: Path | None = None  # shared with the model (fastapply.server.lifecycle)
+
+    @property
+    def drain_s(self) -> float:
+        """Seconds requests in flight get to finish once the drain begins: the grace
+        period less what stopping takes after it (STOP_RESERVE_S), so that the server is
+        gone within the grace period (0 for a grace period shorter than that)."""
+        return max(0.0, self.grace_period_s - STOP_RESERVE_S)
 
     @property
     def grpc_url(self) -> str:
@@ -322,7 +335,7 @@ class TritonServer:
         if proc is not None:
             if proc.poll() is None:
                 if self._shutdown_dir is not None:
-                    request_drain(self._shutdown_dir, time.time() + self.grace_period_s)
+                    request_drain(self._shutdown_dir, time.time() + self.drain_s)
                 proc.send_signal(signal.SIGTERM)
                 how = self._wait_stopped(proc)
                 if how == "timeout":
