@@ -331,6 +331,9 @@ def test_serve_prints_addresses_and_stops_on_sigterm(guard: str) -> None:
             assert lines[-1], "".join(lines)
         assert any("gRPC" in line for line in lines), lines
         assert any("metrics" in line for line in lines), lines
+        # no --api-key: inference is open as before, and serve says so
+        assert any(line.strip().startswith("keys") and "inference is open" in line
+                   for line in lines), lines
         http_url = next(line for line in lines if line.strip().startswith("HTTP")).split()[-1]
         generate = f"{http_url}/v2/models/fast_apply/generate"
         status, answer = post(generate, {"initial_code": ORIGINAL, "edit_snippet": SNIPPET,
