@@ -209,3 +209,22 @@ def test_the_start_up_message_says_whether_inference_is_open() -> None:
     assert "inference is open to whoever reaches these ports" in _keys_line((), True)
     line = _keys_line((KEY, SECOND), True)
     assert line.startswith("2 key(s) close inference on every port") and KEY not in line
+
+
+def test_the_charts_helm_test_passes_against_the_real_server(keyed: tuple[Any, Any]) -> None:
+    # The chart's auth test pod (helm/fastapply/templates/tests/auth-pod.yaml) runs its
+    # checks here against the real server and front with two keys: every one passes.
+    import textwrap
+    from pathlib import Path
+
+    server, front = keyed
+    template = (Path(__file__).resolve().parents[2] / "helm" / "fastapply" / "templates" /
+                "tests" / "auth-pod.yaml").read_text()
+    script = textwrap.dedent(template.split("        - |\n", 1)[1].split("      env:", 1)[0])
+    assert "{{" not in script  # the script is the pod's as rendered
+    env = {**os.environ, "FASTAPPLY_API_KEYS": f"{KEY}, {SECOND}", "HTTP_URL": server.http_url,
+           "OPENAI_URL": front.url, "REQUEST_TIMEOUT_S": "60"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "every check passed" in done.stdout, done.stdout + done.stderr
+    assert KEY not in done.stdout and SECOND not in done.stdout
