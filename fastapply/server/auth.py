@@ -7,11 +7,13 @@ Triton's own inference on gRPC and HTTP is closed by Triton's restricted-protoco
 
 Several keys may be live at once, so a key can be rotated: add the new one, move the
 clients, drop the old one. Triton's restricted protocol holds one value per API group (a
-second is refused at start-up: "can not be specified in multiple config groups"), so
-Triton's gRPC port takes the first key only; the front and the HTTP port take every key,
-and relay with the first. A key is compared in constant time and never written to a log,
-a message or a stats field; it reaches the child processes through their environment,
-not their command line.
+second is refused at start-up: "can not be specified in multiple config groups",
+measured on 2.51), so with several keys Triton forwards the gRPC key header to the model,
+which checks it against every key (:mod:`fastapply.server.triton_model`); the front and
+the HTTP port take every key too. A key is compared in constant time and never written to
+a log, a message or a stats field; it reaches the HTTP guard, the front and the model
+through their environment (one key alone reaches tritonserver on its command line, the
+only way Triton takes it).
 
 >>> keys = api_keys(["k" * 16, " " + "k" * 16, "n" * 20], None)
 >>> len(keys), KeyCheck(keys).accepts("n" * 20), KeyCheck(keys).accepts("x" * 20)
@@ -34,6 +36,9 @@ __all__ = ["API_KEYS_ENV", "API_KEY_ENV", "API_KEY_HEADER", "GRPC_KEY_HEADER", "
 #: Environment variable `fastapply serve` reads its keys from (comma-separated), when no
 #: --api-key is given; its child processes (the HTTP guard, the front) get them the same way.
 API_KEYS_ENV = "FASTAPPLY_API_KEYS"
+#: The variable tritonserver's Python-backend model reads the keys from, where several are
+#: live and the model checks them itself (set by fastapply.server.triton only then).
+MODEL_KEYS_ENV = "FASTAPPLY_MODEL_API_KEYS"
 #: What a key may be: at least 16 characters that Triton's option syntax (split at , : =)
 #: and an HTTP header carry as they are.
 _KEY = re.compile(r"[A-Za-z0-9._~+/-]{16,}")

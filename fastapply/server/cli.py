@@ -144,8 +144,8 @@ def _keys_line(keys: tuple[str, ...], guard: bool) -> str:
                 f"{API_KEYS_ENV} or --api-key to close it)")
     where = "the OpenAI front and the HTTP port take any of them ('Authorization: Bearer "\
         "KEY')" if guard else "the OpenAI front takes any of them ('Authorization: Bearer KEY')"
-    return (f"{len(keys)} key(s) close inference on every port: {where}, Triton's gRPC the "
-            f"first (metadata {GRPC_KEY_HEADER}); health stays open")
+    return (f"{len(keys)} key(s) close inference on every port: {where}, Triton's gRPC any "
+            f"of them too (metadata {GRPC_KEY_HEADER}); health stays open")
 
 
 def render_for(args: argparse.Namespace, out_dir: Path) -> Path:

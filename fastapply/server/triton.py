@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from fastapply.server.auth import API_KEY_HEADER
+from fastapply.server.auth import API_KEY_HEADER, GRPC_KEY_HEADER, MODEL_KEYS_ENV
 from fastapply.server.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
 from fastapply.server.processes import free_port, spawn_server
 
@@ -252,6 +252,22 @@ class TritonServer:
         tail = [line for line in text[-lines:] if line not in errors]
         return "\n".join(errors + tail)
 
+    def _key_options(self) -> list[str]:
+        """tritonserver's options for the API keys: one key closes inference with Triton's
+        restricted protocol (HTTP and gRPC), the way the admin APIs are. Several (a
+        rotation) cannot: Triton holds one value per API group ("can not be specified in
+        multiple config groups", measured on 2.51), so Triton forwards the key headers to
+        the model, which checks them against every key (MODEL_KEYS_ENV). Over HTTP Triton
+        2.51 forwards no header to a generate request, so there the key is a field of the
+        request's JSON (a request parameter to the model): the HTTP guard adds it after
+        checking the client's header."""
+        if len(self.api_keys) == 1:
+            return [f"{option}=inference:{API_KEY_HEADER}={self.api_keys[0]}"
+                    for option in ("--http-restricted-api", "--grpc-restricted-protocol")]
+        if self.api_keys:
+            return [f"--grpc-header-forward-pattern=^{GRPC_KEY_HEADER}$"]
+        return []
+
     def start(self, cancelled: Callable[[], bool] | None = None) -> TritonServer:
         """Start the server and wait until the model is ready; ``cancelled()`` true
         meanwhile (asked every 0.2 s) stops it and raises StartCancelled, so a signal
@@ -260,6 +276,9 @@ class TritonServer:
         self._shutdown_dir = Path(tempfile.mkdtemp(prefix="fastapply-shutdown-"))
         env = dict(os.environ, **extra_env)
         env[SHUTDOWN_DIR_ENV] = str(self._shutdown_dir)
+        env.pop(MODEL_KEYS_ENV, None)
+        if len(self.api_keys) > 1:  # the model checks them (see _key_options)
+            env[MODEL_KEYS_ENV] = ",".join(self.api_keys)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         cmd = [str(binary), f"--model-repository={self.model_repository}",
                f"--backend-directory={backends}",
@@ -272,9 +291,7 @@ class TritonServer:
                f"--exit-timeout-secs={self.exit_timeout_s}",
                *(f"{option}={','.join(ADMIN_APIS)}:{ADMIN_HEADER}={self.admin_key}"
                  for option in ("--http-restricted-api", "--grpc-restricted-protocol")),
-               *(f"{option}=inference:{API_KEY_HEADER}={self.api_keys[0]}"
-                 for option in ("--http-restricted-api", "--grpc-restricted-protocol")
-                 if self.api_keys)]
+               *self._key_options()]
         if self.http_guard:
             from fastapply.server.http import guard as http_guard
 

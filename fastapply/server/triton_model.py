@@ -223,6 +223,14 @@ class FastApplyModel:
         self.stopping = threading.Event()
         self.draining = threading.Event()  # serve asked for a drain: refuse new requests
         self.futures: set[Future[None]] = set()  # submitted to the pool, not done
+        # The API keys a request must carry one of (fastapply.server.auth), where several
+        # are live: Triton's restricted protocol holds one, so serve forwards the key's
+        # header to the model instead and the model checks it. Empty: Triton checks (one
+        # key) or nobody does (none).
+        from fastapply.server import auth
+
+        self.auth = auth
+        self.keys = auth.KeyCheck(auth.api_keys(None, os.environ.get(auth.MODEL_KEYS_ENV)))
         if self.shutdown_dir:
             threading.Thread(target=lifecycle.watch_for_drain, name="fast_apply-drain",
                              args=(self.shutdown_dir, self.backlog.idle,
@@ -246,6 +254,19 @@ class FastApplyModel:
         # numpy scalars (BOOL, INT64) as Python's bool/int, for fastapply.service's checks
         return value.item() if isinstance(value, np.generic) else value
 
+    def _key_of(self, request: Any) -> str | None:
+        """The API key header Triton forwarded as a request parameter (gRPC metadata or
+        HTTP header; see fastapply.server.triton), or None."""
+        try:
+            params = json.loads(request.parameters() or "{}")
+        except (AttributeError, ValueError):
+            return None
+        for name in (self.auth.GRPC_KEY_HEADER, self.auth.API_KEY_HEADER):
+            value = params.get(name)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+        return None
+
     def _log_failure(self, future: Future[None]) -> None:
         if future.cancelled():
             return  # never started: whoever cancelled it answered the request
@@ -258,8 +279,12 @@ class FastApplyModel:
         # returns), then answer from the pool, so a long request does not hold up the
         # ones behind it.
         for request in requests:
-            inputs = {name: self._scalar(request, name) for name in INPUTS}
             sender = Responder(request.get_response_sender(), self.final)
+            if self.keys and not self.keys.accepts(self._key_of(request)):
+                self._fail(sender, "invalid", self.pb.TritonError(
+                    self.auth.REFUSAL, self.pb.TritonError.INVALID_ARG))
+                continue
+            inputs = {name: self._scalar(request, name) for name in INPUTS}
             job = self.backlog.accept((inputs, sender))
             if self.draining.is_set():  # after accept: see lifecycle.watch_for_drain
                 self._refuse(job)

@@ -13,6 +13,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,9 +126,10 @@ def test_the_grpc_client_needs_the_key_and_says_so_without_it(keyed: tuple[Any, 
     from fastapply.client import FastApplyClient, FastApplyError
 
     server, _ = keyed
-    with FastApplyClient(server.grpc_url, api_key=KEY) as client:
-        assert client.apply(ORIGINAL, SNIPPET).merged_code == MERGED
-    for key in ("", WRONG, SECOND):  # Triton's gRPC holds one key: the first
+    for key in (KEY, SECOND):  # two keys live on gRPC too (the model checks them)
+        with FastApplyClient(server.grpc_url, api_key=key) as client:
+            assert client.apply(ORIGINAL, SNIPPET).merged_code == MERGED
+    for key in ("", WRONG):
         with FastApplyClient(server.grpc_url, api_key=key) as client, \
                 pytest.raises(FastApplyError, match=r"needs an API key it knows: set "
                                                     r"\$FASTAPPLY_API_KEY") as caught:
@@ -149,11 +151,43 @@ def test_the_http_port_takes_either_key_and_triton_behind_it_the_first(
         status, answer = _post(url, body, headers)
         assert status == 401 and "FASTAPPLY_API_KEY" in answer["error"], headers
     assert _get(f"{server.http_url}/v2/health/ready") == 200
-    # tritonserver's own HTTP (loopback, behind the guard) is closed to all but the first
+    # tritonserver's own HTTP (loopback, behind the guard): with several keys the model
+    # checks the key, which Triton hands it only as a field of the JSON (the guard adds it)
     own = f"{server.triton_http_url}/v2/models/fast_apply/generate"
     assert _post(own, body)[0] != 200
     assert _post(own, body, {"fastapply-api-key": SECOND})[0] != 200
-    assert _post(own, body, {"fastapply-api-key": KEY})[0] == 200
+    assert _post(own, {**body, "fastapply-api-key": WRONG})[0] != 200
+    assert _post(own, {**body, "fastapply-api-key": SECOND})[0] == 200
+
+
+def test_one_key_closes_tritons_own_ports_with_its_restricted_protocol(
+        tmp_path: Path) -> None:
+    # One key (no rotation): Triton itself refuses, as it does for the admin APIs.
+    from fastapply.client import FastApplyClient, FastApplyError
+    from fastapply.server.model_repo import render_repository
+    from fastapply.server.triton import ServerError, TritonServer, find_server
+
+    try:
+        find_server()
+    except ServerError as exc:
+        pytest.skip(f"no tritonserver: {exc}")
+
+    repo = render_repository(tmp_path / "repo", runtime="deterministic")
+    server = TritonServer(repo, log_path=tmp_path / "t.log", api_keys=(KEY,),
+                          http_guard=False).start()
+    try:
+        with FastApplyClient(server.grpc_url, api_key=KEY) as client:
+            assert client.apply(ORIGINAL, SNIPPET).merged_code == MERGED
+        with FastApplyClient(server.grpc_url, api_key="") as client, \
+                pytest.raises(FastApplyError, match="needs an API key it knows"):
+            client.apply(ORIGINAL, SNIPPET)
+        url = f"{server.http_url}/v2/models/fast_apply/generate"
+        body = {"initial_code": ORIGINAL, "edit_snippet": SNIPPET}
+        assert _post(url, body)[0] == 403  # Triton's restricted API
+        assert _post(url, body, {"fastapply-api-key": KEY})[0] == 200
+        assert _get(f"{server.http_url}/v2/health/ready") == 200
+    finally:
+        server.stop()
 
 
 def test_no_key_reaches_a_log_or_a_stats_field(keyed: tuple[Any, Any]) -> None:
@@ -215,7 +249,6 @@ def test_the_charts_helm_test_passes_against_the_real_server(keyed: tuple[Any, A
     # The chart's auth test pod (helm/fastapply/templates/tests/auth-pod.yaml) runs its
     # checks here against the real server and front with two keys: every one passes.
     import textwrap
-    from pathlib import Path
 
     server, front = keyed
     template = (Path(__file__).resolve().parents[2] / "helm" / "fastapply" / "templates" /

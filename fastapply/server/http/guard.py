@@ -106,6 +106,24 @@ def _as_json(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
             v.strip().lower().startswith(_FORM) else (n, v) for n, v in headers]
 
 
+def _with_key(body: bytes, key: str) -> bytes:
+    """A generate request's JSON with the API key as a field of its own (a request
+    parameter to the model, which checks it where several keys are live: Triton 2.51
+    forwards no header to a generate request); any other body as it is (Triton refuses
+    it, and the model finds no key).
+
+    >>> _with_key(b'{"a": 1}', "k")
+    b'{"a": 1, "fastapply-api-key": "k"}'
+    """
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(request, dict):
+        return body
+    return json.dumps({**request, API_KEY_HEADER: key}).encode()
+
+
 class Guard:
     """The ASGI application: check generate requests, relay everything through
     ``upstream`` (tritonserver's HTTP port)."""
@@ -141,7 +159,8 @@ class Guard:
             if not self.keys.accepts(presented(headers)):
                 await _respond(send, 401, REFUSAL)
                 return
-            # Triton's own port takes the first key (its restricted API holds one value)
+            # Triton's own port takes the key (restricted by Triton with one key; with
+            # several, the model checks the key the guard adds to the JSON: _with_key)
             relayed = [(n, v) for n, v in scope["headers"]
                        if n.lower() not in (b"authorization", API_KEY_HEADER.encode())]
             scope = {**scope, "headers": [*relayed, (API_KEY_HEADER.encode(),
@@ -154,6 +173,9 @@ class Guard:
             await _respond(send, 413, f"the request body is over {self.max_body_bytes} bytes; "
                                       f"send a smaller one")
             return
+        if len(self.keys.keys) > 1 and scope["method"] == "POST" and \
+                GENERATE_PATH.fullmatch(scope["path"]):
+            body = _with_key(body, self.keys.first or "")
         if scope["method"] == "POST":
             match = GENERATE_PATH.fullmatch(scope["path"])
             if match is not None:
