@@ -35,7 +35,7 @@ MODULES = [
     "fastapply.judge.readings", "fastapply.judge.policy", "fastapply.judge.model",
     "fastapply.service.config", "fastapply.judge.lm", "fastapply.server.openai.api",
     "fastapply.server.openai.errors", "fastapply.server.openai.responses",
-    "fastapply.server.openai.tags",
+    "fastapply.server.openai.tags", "fastapply.server.processes",
 ]
 
 

@@ -19,9 +19,23 @@ from typing import Any
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free right now on ``host``."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct TCP ports free right now on ``host``: each socket is held until all
+    are picked (picked one at a time, the kernel may hand the same port out twice: a
+    server once got one port for gRPC and metrics and could not start).
+
+    >>> a, b, c = free_ports(3)
+    >>> len({a, b, c})
+    3
+    """
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def _die_with_parent() -> None:

@@ -47,7 +47,7 @@ from types import TracebackType
 
 from fastapply.server.auth import API_KEY_HEADER, GRPC_KEY_HEADER, MODEL_KEYS_ENV
 from fastapply.server.lifecycle import SHUTDOWN_DIR_ENV, drained, read_dropped, request_drain
-from fastapply.server.processes import free_port, spawn_server
+from fastapply.server.processes import free_ports, spawn_server
 
 SYSTEM_TRITON = Path("/opt/tritonserver")
 
@@ -184,13 +184,14 @@ class TritonServer:
         self.api_keys = tuple(api_keys)
         self.model_repository = Path(model_repository)
         self.host = host
-        self.grpc_port = grpc_port or free_port()
-        self.http_port = http_port or free_port()
+        spare = iter(free_ports(4))  # distinct (see free_ports), those not given
+        self.grpc_port = grpc_port or next(spare)
+        self.http_port = http_port or next(spare)
         #: tritonserver's own HTTP port: on loopback behind the guard, else the public one
-        self.triton_http_port = free_port() if http_guard else self.http_port
+        self.triton_http_port = next(spare) if http_guard else self.http_port
         self.http_guard = http_guard
         self.guard: subprocess.Popen[bytes] | None = None  # fastapply.server.http.guard
-        self.metrics_port = metrics_port or free_port()
+        self.metrics_port = metrics_port or next(spare)
         self.startup_timeout_s = startup_timeout_s
         self.grace_period_s = grace_period_s
         self.exit_timeout_s = math.ceil(grace_period_s + SHUTDOWN_MARGIN_S)

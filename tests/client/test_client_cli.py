@@ -94,7 +94,7 @@ def test_in_place_server_error_leaves_the_file_untouched(
 
 def test_unreachable_server_is_an_error_not_a_write(files: tuple[Path, Path],
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_port
 
     source, snippet = files
     assert main(["apply", str(source), str(snippet), "--in-place",

@@ -278,7 +278,7 @@ def test_a_saturated_server_reports_timeouts_and_no_throughput(
 
 @pytest.mark.server
 def test_dead_port_exits_nonzero_quickly() -> None:
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_port
 
     done = loadtest("--url", f"127.0.0.1:{free_port()}", "--duration", "30s",
                     "--connect-timeout", "2")

@@ -230,7 +230,7 @@ def small_guard(det_server: Any) -> Iterator[Any]:
     from types import SimpleNamespace
 
     from fastapply.server.http import guard as http_guard
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fastapply.server.http.guard", "--upstream",
@@ -286,7 +286,7 @@ def test_an_unreachable_triton_is_a_502_that_says_so() -> None:
     from types import SimpleNamespace
 
     from fastapply.server.http import guard as http_guard
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_port
 
     port, nobody = free_port(), free_port()
     proc = http_guard.spawn(f"127.0.0.1:{nobody}", "127.0.0.1", port, None)

@@ -196,9 +196,9 @@ def serve(repo: Path, grace_period_s: float
           ) -> tuple[subprocess.Popen[str], str, str, Path, str]:
     """`fastapply serve` on free ports, once ready: (process, gRPC address, metrics URL,
     server log, HTTP URL)."""
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_ports
 
-    grpc, http, metrics = (free_port() for _ in range(3))
+    grpc, http, metrics = free_ports(3)
     proc = subprocess.Popen(
         [sys.executable, "-m", "fastapply", "serve", "--model-repository", str(repo),
          "--grpc-port", str(grpc), "--http-port", str(http), "--metrics-port", str(metrics),

@@ -362,7 +362,7 @@ def test_a_front_that_cannot_bind_says_so(tmp_path: Path) -> None:
 
 
 def test_unreachable_triton_is_a_502_not_a_crash(tmp_path: Path) -> None:
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_port
 
     with OpenAIFront(f"127.0.0.1:{free_port()}", log_path=tmp_path / "front.log") as front:
         status, _, raw = post(front, "/v1/code/apply", {"initialCode": "a", "editSnippet": "b"})
@@ -381,7 +381,7 @@ def test_serve_starts_the_front_and_stops_it(tmp_path: Path) -> None:
     import openai
     from test_serving import serve_command
 
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_port
 
     port = free_port()
     proc = subprocess.Popen(serve_command("--openai-port", str(port)), stdout=subprocess.PIPE,

@@ -299,12 +299,12 @@ def test_client_timeout_then_the_same_client_recovers(tiny_server: Any) -> None:
 def serve_command(*args: str) -> list[str]:
     """``fastapply serve`` on free ports; the deterministic runtime unless ``args`` name
     one (the default model has tests of its own: tests/model)."""
-    from fastapply.server.triton import free_port
+    from fastapply.server.processes import free_ports
 
     if "--runtime" not in args and "--tiny-model" not in args:
         args = ("--runtime", "deterministic", *args)
 
-    ports = [str(free_port()) for _ in range(3)]
+    ports = [str(port) for port in free_ports(3)]
     return [sys.executable, "-m", "fastapply", "serve", "--grpc-port", ports[0],
             "--http-port", ports[1], "--metrics-port", ports[2], *args]
 

@@ -250,9 +250,10 @@ def serve(*args: str, key: str) -> subprocess.Popen[str]:
     """``fastapply serve`` with FASTAPPLY_ADMIN_KEY=key on free ports (HTTP port last)."""
     import os
 
-    from fastapply.server.triton import ADMIN_KEY_ENV, free_port
+    from fastapply.server.processes import free_ports
+    from fastapply.server.triton import ADMIN_KEY_ENV
 
-    ports = [str(free_port()) for _ in range(3)]
+    ports = [str(port) for port in free_ports(3)]
     return subprocess.Popen(
         [sys.executable, "-m", "fastapply", "serve", "--runtime", "deterministic",
          "--grpc-port", ports[0], "--http-port", ports[1], "--metrics-port", ports[2], *args],
