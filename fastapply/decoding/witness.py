@@ -139,11 +139,6 @@ def _rivals(det: Reading) -> list[Candidate]:
     return [c for c in det.merge.candidates if c.text != det.text]
 
 
-def rival_texts(det: Reading) -> list[str]:
-    """The whole files of :func:`_rivals`."""
-    return [c.text for c in _rivals(det)]
-
-
 def _differing(a: list[str], b: list[str]) -> tuple[int, int, int]:
     """(first line, end in ``a``, end in ``b``) of the region where two files differ: the
     lines between their common head and their common tail (linear, no diff)."""

@@ -51,7 +51,7 @@ class ApiKeyError(ValueError):
 def api_keys(options: Iterable[str] | None, env: str | None) -> tuple[str, ...]:
     """The keys to serve with: each ``--api-key`` given, else ``env`` (the value of
     FASTAPPLY_API_KEYS, comma-separated); each stripped, a key given twice kept once, in
-    order (the first is the one Triton's own ports take). () where neither sets any: the
+    order (the first is the one the HTTP guard relays with). () where neither sets any: the
     ports are open. Raises ApiKeyError for an empty or malformed key, naming where it came
     from and its position, never the key."""
     given = list(options) if options else None
@@ -65,11 +65,11 @@ def api_keys(options: Iterable[str] | None, env: str | None) -> tuple[str, ...]:
         key = raw.strip()
         if not key:
             raise ApiKeyError(f"{where}: key {n} is empty; give each key as at least 16 "
-                            f"characters of A-Z a-z 0-9 . _ ~ + / -")
+                              f"characters of A-Z a-z 0-9 . _ ~ + / -")
         if not _KEY.fullmatch(key):
             raise ApiKeyError(f"{where}: key {n} ({len(key)} characters) is not a usable key: "
-                            f"use at least 16 characters of A-Z a-z 0-9 . _ ~ + / - (Triton's "
-                            f"options and HTTP headers carry no others)")
+                              f"use at least 16 characters of A-Z a-z 0-9 . _ ~ + / - "
+                              f"(Triton's options and HTTP headers carry no others)")
         if key not in keys:
             keys.append(key)
     return tuple(keys)
@@ -95,8 +95,8 @@ class KeyCheck:
     def __init__(self, keys: Iterable[str]) -> None:
         self.keys = tuple(k.encode() for k in keys)
 
-    def __bool__(self) -> bool:
-        return bool(self.keys)
+    def __len__(self) -> int:
+        return len(self.keys)
 
     def accepts(self, key: str | None) -> bool:
         if not self.keys:
@@ -109,7 +109,7 @@ class KeyCheck:
 
     @property
     def first(self) -> str | None:
-        """The key the ports relay with (Triton's own ports take this one)."""
+        """The key the HTTP guard and the front relay with (any listed key would do)."""
         return self.keys[0].decode() if self.keys else None
 
 

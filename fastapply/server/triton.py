@@ -16,8 +16,9 @@ statistics, ...) are restricted on HTTP and gRPC: a request must carry the heade
 ADMIN_HEADER (gRPC: ``triton-grpc-protocol-`` + ADMIN_HEADER) with the operator's key,
 ``$FASTAPPLY_ADMIN_KEY`` for ``fastapply serve``; without one, a random key nobody knows
 closes them. Health and metadata stay open; inference too, unless API keys are set
-(``api_keys``, :mod:`fastapply.server.auth`): then Triton's inference on HTTP and gRPC is
-restricted the same way, to header ``fastapply-api-key`` with the first key.
+(``api_keys``, :mod:`fastapply.server.auth`): one key restricts Triton's inference on HTTP
+and gRPC the same way (header ``fastapply-api-key``); several are checked by the model
+(``_key_options``).
 
 The HTTP port is served by :mod:`fastapply.server.http.guard` (``http_guard=True``, the
 default): it answers client errors in generate requests with 400 and a message where
@@ -179,8 +180,8 @@ class TritonServer:
                               f"secrets; print(secrets.token_urlsafe(32))'")
         #: Key of the admin APIs (header ADMIN_HEADER); random when none was given.
         self.admin_key = admin_key or secrets.token_urlsafe(32)
-        #: The API keys inference needs (fastapply.server.auth; none: inference is open).
-        #: Triton's own ports take the first, the HTTP guard every one.
+        #: The API keys inference needs (fastapply.server.auth; none: inference is open):
+        #: one is Triton's own restriction, several the model's check (_key_options).
         self.api_keys = tuple(api_keys)
         self.model_repository = Path(model_repository)
         self.host = host

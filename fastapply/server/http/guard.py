@@ -173,7 +173,7 @@ class Guard:
             await _respond(send, 413, f"the request body is over {self.max_body_bytes} bytes; "
                                       f"send a smaller one")
             return
-        if len(self.keys.keys) > 1 and scope["method"] == "POST" and \
+        if len(self.keys) > 1 and scope["method"] == "POST" and \
                 GENERATE_PATH.fullmatch(scope["path"]):
             body = _with_key(body, self.keys.first or "")
         if scope["method"] == "POST":
